@@ -1,0 +1,132 @@
+// Package job defines Sundial's job model: the Job record, its states and
+// events, and the validation of what clients submit. It does no I/O, so every
+// other package (the Redis engine, the worker, the HTTP API, the history
+// writer) can share one definition of what a valid job is.
+package job
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Priority orders jobs inside one queue. Priorities are strict: no Normal job
+// starts while a High one is due, and no Low while a Normal one is due.
+type Priority string
+
+// The three priorities, highest first.
+const (
+	High   Priority = "high"
+	Normal Priority = "normal"
+	Low    Priority = "low"
+)
+
+// Priorities lists the priorities in claim order.
+var Priorities = []Priority{High, Normal, Low}
+
+// Valid reports whether p is one of the three priorities.
+func (p Priority) Valid() bool { return p == High || p == Normal || p == Low }
+
+// State is where a job is in its lifecycle.
+type State string
+
+// The job states. Succeeded, Dead and Cancelled are final.
+const (
+	Waiting   State = "waiting"   // on dependencies
+	Scheduled State = "scheduled" // due later, or waiting for a retry
+	Queued    State = "queued"    // due, in a priority list
+	Active    State = "active"    // leased by a worker
+	Succeeded State = "succeeded"
+	Dead      State = "dead" // attempts exhausted, not retryable, or no handler
+	Cancelled State = "cancelled"
+)
+
+// Final reports whether no further transition happens on its own from s.
+func (s State) Final() bool { return s == Succeeded || s == Dead || s == Cancelled }
+
+// Valid reports whether s is a known state.
+func (s State) Valid() bool {
+	switch s {
+	case Waiting, Scheduled, Queued, Active, Succeeded, Dead, Cancelled:
+		return true
+	}
+	return false
+}
+
+// EventType names a transition recorded in a queue's event stream.
+type EventType string
+
+// The event types of api.md.
+const (
+	EventSubmitted    EventType = "submitted"
+	EventScheduled    EventType = "scheduled"
+	EventQueued       EventType = "queued"
+	EventStarted      EventType = "started"
+	EventSucceeded    EventType = "succeeded"
+	EventFailed       EventType = "failed"
+	EventDead         EventType = "dead"
+	EventCancelled    EventType = "cancelled"
+	EventRetried      EventType = "retried"
+	EventLeaseExpired EventType = "lease_expired"
+	EventWaiting      EventType = "waiting"
+)
+
+// Backoff is the retry delay policy: the delay before retry n is random in
+// [0, min(MaxSeconds, BaseSeconds·2^(n-1))] ("full jitter").
+type Backoff struct {
+	BaseSeconds float64 `json:"base_seconds"`
+	MaxSeconds  float64 `json:"max_seconds"`
+}
+
+// Delay returns the delay before the retry that follows failed attempt n
+// (n ≥ 1), given a uniform random number r in [0, 1).
+func (b Backoff) Delay(n int, r float64) time.Duration {
+	ceiling := b.BaseSeconds
+	for i := 1; i < n && ceiling < b.MaxSeconds; i++ {
+		ceiling *= 2
+	}
+	if ceiling > b.MaxSeconds {
+		ceiling = b.MaxSeconds
+	}
+	return time.Duration(r * ceiling * float64(time.Second))
+}
+
+// Job is a unit of work as stored and as returned by the API.
+type Job struct {
+	ID             string          `json:"id"`
+	Queue          string          `json:"queue"`
+	Type           string          `json:"type"`
+	Payload        json.RawMessage `json:"payload,omitempty"`
+	Priority       Priority        `json:"priority"`
+	State          State           `json:"state"`
+	Attempt        int             `json:"attempt"`
+	MaxAttempts    int             `json:"max_attempts"`
+	TimeoutSeconds int             `json:"timeout_seconds"`
+	Backoff        Backoff         `json:"backoff"`
+	RunAt          time.Time       `json:"run_at"`
+	DependsOn      []string        `json:"depends_on,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+	StartedAt      *time.Time      `json:"started_at,omitempty"`
+	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
+	WorkerID       string          `json:"worker_id,omitempty"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	LastError      string          `json:"last_error,omitempty"`
+}
+
+// Timeout returns the job's timeout as a duration.
+func (j *Job) Timeout() time.Duration { return time.Duration(j.TimeoutSeconds) * time.Second }
+
+// Event is one transition of one job, as written to a queue's event stream
+// and, from there, to the history store and the live stream.
+type Event struct {
+	ID       string    `json:"id,omitempty"` // stream entry id, unique per queue
+	JobID    string    `json:"job_id"`
+	Queue    string    `json:"queue"`
+	Type     string    `json:"type"`
+	Event    EventType `json:"event"`
+	State    State     `json:"state"`
+	Attempt  int       `json:"attempt"`
+	WorkerID string    `json:"worker_id,omitempty"`
+	Error    string    `json:"error,omitempty"`
+	At       time.Time `json:"at"`
+}

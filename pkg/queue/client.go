@@ -1,0 +1,158 @@
+// Package queue is Sundial's Redis engine: it stores jobs and moves them
+// between states with one Lua script per transition, so that at every
+// instant a job is in exactly one place and a crash between two commands
+// can neither drop nor duplicate it.
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Errors returned by the engine. Callers test them with errors.Is.
+var (
+	// ErrNotFound: no job with that id in any known queue.
+	ErrNotFound = errors.New("job not found")
+	// ErrConflict: the job is not in a state that allows the operation.
+	ErrConflict = errors.New("job is in a conflicting state")
+)
+
+// ConflictError says which state refused an operation. It matches ErrConflict.
+type ConflictError struct{ State string }
+
+func (e *ConflictError) Error() string { return "job is " + e.State }
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// Options tune a Client. The zero value is usable: New fills in defaults.
+type Options struct {
+	// EventsMaxLen bounds each queue's event stream (approximately). Events
+	// the history writer has not stored yet are lost beyond it. Default 1,000,000.
+	EventsMaxLen int64
+	// LeaseGrace is added to a job's timeout to form its lease, so a
+	// handler that honours its deadline can still report. Default 5 s.
+	LeaseGrace time.Duration
+	// IdempotencyWindow is how long an idempotency key names its job. Default 24 h.
+	IdempotencyWindow time.Duration
+	// Now is the clock; tests may replace it. Default time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) fill() {
+	if o.EventsMaxLen <= 0 {
+		o.EventsMaxLen = 1_000_000
+	}
+	if o.LeaseGrace <= 0 {
+		o.LeaseGrace = 5 * time.Second
+	}
+	if o.IdempotencyWindow <= 0 {
+		o.IdempotencyWindow = 24 * time.Hour
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Client runs the engine's operations against one Redis deployment
+// (standalone, Sentinel or Cluster through go-redis' universal client). It is
+// safe for concurrent use.
+type Client struct {
+	rdb     redis.UniversalClient
+	opts    Options
+	scripts *scripts
+
+	mu     sync.Mutex
+	keys   map[string]*queueKeys
+	known  map[string]time.Time // queue → when it was last registered
+	randMu sync.Mutex
+	rng    *rand.Rand
+}
+
+// New returns a Client over rdb.
+func New(rdb redis.UniversalClient, opts Options) *Client {
+	opts.fill()
+	return &Client{
+		rdb:     rdb,
+		opts:    opts,
+		scripts: loadScripts(),
+		keys:    map[string]*queueKeys{},
+		known:   map[string]time.Time{},
+		rng:     rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+	}
+}
+
+// Redis returns the underlying Redis client.
+func (c *Client) Redis() redis.UniversalClient { return c.rdb }
+
+// Now returns the engine's clock reading.
+func (c *Client) Now() time.Time { return c.opts.Now() }
+
+// LoadScripts loads every script into Redis' script cache, so that the
+// first calls and pipelines find them. Scripts are loaded on demand anyway.
+func (c *Client) LoadScripts(ctx context.Context) error {
+	for _, s := range c.scripts.all() {
+		if err := s.Load(ctx, c.rdb).Err(); err != nil {
+			return fmt.Errorf("load scripts: %w", err)
+		}
+	}
+	return nil
+}
+
+func (c *Client) keysFor(queue string) *queueKeys {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k, ok := c.keys[queue]
+	if !ok {
+		k = keysFor(queue)
+		c.keys[queue] = k
+	}
+	return k
+}
+
+// register adds queue to the set of known queues, at most once a minute
+// per process.
+func (c *Client) register(ctx context.Context, queue string) error {
+	now := c.opts.Now()
+	c.mu.Lock()
+	last, ok := c.known[queue]
+	c.mu.Unlock()
+	if ok && now.Sub(last) < time.Minute {
+		return nil
+	}
+	if err := c.rdb.SAdd(ctx, keyQueues, queue).Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.known[queue] = now
+	c.mu.Unlock()
+	return nil
+}
+
+// run calls script s over queue's keys with the standard ARGV prefix.
+func (c *Client) run(ctx context.Context, s *redis.Script, k *queueKeys, now time.Time, args ...any) *redis.Cmd {
+	argv := make([]any, 0, 5+len(args))
+	argv = append(argv, k.jobPrefix, k.tag, now.UnixMilli(), c.opts.EventsMaxLen, k.name)
+	argv = append(argv, args...)
+	return s.Run(ctx, c.rdb, k.all, argv...)
+}
+
+func (c *Client) random() float64 {
+	c.randMu.Lock()
+	defer c.randMu.Unlock()
+	return c.rng.Float64()
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// ErrInvalidCursor: a paging cursor that this engine did not produce.
+var ErrInvalidCursor = errors.New("invalid cursor")

@@ -1,0 +1,73 @@
+package queue
+
+// Every Redis key Sundial uses is built in this file. A queue's keys carry
+// the queue name as a hash tag, so in Redis Cluster one queue lives in one
+// slot and every script over it stays atomic.
+
+const prefix = "sundial:"
+
+// Global keys (not tied to one queue).
+const (
+	keyQueues       = prefix + "queues"       // set of known queue names
+	keyWorkers      = prefix + "workers"      // zset worker id → last heartbeat ms
+	keyWorkerPrefix = prefix + "worker:"      // hash per worker
+	chanWake        = prefix + "poller:wake"  // pub/sub: an earlier due time arrived
+	chanCancel      = prefix + "cancel"       // pub/sub: an active job was cancelled
+)
+
+// queueKeys are the keys of one queue, in the order every script receives
+// them as KEYS (see lua/lib.lua).
+type queueKeys struct {
+	name      string
+	tag       string // "sundial:{name}:"
+	jobPrefix string // "sundial:job:{name}:"
+	all       []string
+}
+
+// The KEYS indexes, mirrored in lua/lib.lua.
+const (
+	kHigh = iota
+	kNormal
+	kLow
+	kScheduled
+	kWaiting
+	kLeases
+	kDead
+	kFinished
+	kEvents
+	kStats
+	kPaused
+	kSignal
+	kFence
+	numKeys
+)
+
+func keysFor(queue string) *queueKeys {
+	tag := prefix + "{" + queue + "}:"
+	k := &queueKeys{name: queue, tag: tag, jobPrefix: prefix + "job:{" + queue + "}:"}
+	k.all = make([]string, numKeys)
+	for i, s := range [...]string{"high", "normal", "low", "scheduled", "waiting", "leases", "dead", "finished", "events", "stats", "paused", "signal", "fence"} {
+		k.all[i] = tag + s
+	}
+	return k
+}
+
+func (k *queueKeys) key(i int) string       { return k.all[i] }
+func (k *queueKeys) job(id string) string   { return k.jobPrefix + id }
+func (k *queueKeys) lock(id string) string  { return k.tag + "lock:" + id }
+func (k *queueKeys) idem(key string) string { return k.tag + "idem:" + key }
+func (k *queueKeys) tput(sec int64) string  { return k.tag + "tput:" + itoa(sec) }
+func (k *queueKeys) list(p string) string {
+	switch p {
+	case "high":
+		return k.all[kHigh]
+	case "low":
+		return k.all[kLow]
+	}
+	return k.all[kNormal]
+}
+
+// EventStreamKey returns the Redis stream that holds queue's job events.
+func EventStreamKey(queue string) string { return keysFor(queue).key(kEvents) }
+
+func workerKey(id string) string { return keyWorkerPrefix + id }

@@ -1,0 +1,343 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/pkg/job"
+)
+
+// Lease is a claimed job and the fencing token that proves ownership.
+type Lease struct {
+	Job   *job.Job
+	Token string
+}
+
+// Claim leases up to n jobs of queue for workerID, highest priority first.
+// It returns no leases when the queue is paused or has no due job.
+func (c *Client) Claim(ctx context.Context, queue string, n int, workerID string) ([]Lease, error) {
+	k := c.keysFor(queue)
+	now := c.opts.Now()
+	res, err := c.run(ctx, c.scripts.claim, k, now, n, workerID, c.opts.LeaseGrace.Milliseconds()).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	const stride = 9
+	out := make([]Lease, 0, len(res)/stride)
+	for i := 0; i+stride <= len(res); i += stride {
+		r := res[i : i+stride]
+		attempt, _ := strconv.Atoi(r[4])
+		maxAttempts, _ := strconv.Atoi(r[5])
+		timeout, _ := strconv.Atoi(r[6])
+		created, _ := strconv.ParseInt(r[8], 10, 64)
+		started := now.UTC()
+		j := &job.Job{
+			ID: r[0], Queue: queue, Type: r[2], Priority: job.Priority(r[7]), State: job.Active,
+			Attempt: attempt, MaxAttempts: maxAttempts, TimeoutSeconds: timeout,
+			CreatedAt: msTime(created), StartedAt: &started, WorkerID: workerID,
+		}
+		if r[3] != "" {
+			j.Payload = json.RawMessage(r[3])
+		}
+		out = append(out, Lease{Job: j, Token: r[1]})
+	}
+	return out, nil
+}
+
+// OutcomeKind is how an attempt ended.
+type OutcomeKind string
+
+// The outcomes a worker reports.
+const (
+	OutcomeSucceeded OutcomeKind = "ok"   // the handler returned a result
+	OutcomeFailed    OutcomeKind = "fail" // retry with backoff while attempts remain
+	OutcomeDead      OutcomeKind = "dead" // do not retry
+)
+
+// Outcome is the end of one attempt, reported by the lease holder.
+type Outcome struct {
+	ID       string
+	Token    string
+	Kind     OutcomeKind
+	Result   json.RawMessage // for OutcomeSucceeded
+	Error    string          // for OutcomeFailed and OutcomeDead
+	WorkerID string
+}
+
+// Status is the state a job reached after an outcome, or StatusStale when
+// the outcome was refused because the lease was lost (expired, cancelled).
+type Status string
+
+// Statuses returned by Complete.
+const (
+	StatusSucceeded Status = "succeeded"
+	StatusScheduled Status = "scheduled"
+	StatusQueued    Status = "queued"
+	StatusDead      Status = "dead"
+	StatusStale     Status = "stale"
+)
+
+// Complete records the outcomes of attempts of queue's jobs in one script
+// call and returns one Status per outcome.
+func (c *Client) Complete(ctx context.Context, queue string, outcomes []Outcome) ([]Status, error) {
+	if len(outcomes) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, 1+6*len(outcomes))
+	args = append(args, len(outcomes))
+	for _, o := range outcomes {
+		detail := o.Error
+		if o.Kind == OutcomeSucceeded {
+			detail = string(o.Result)
+		}
+		args = append(args, o.ID, o.Token, string(o.Kind), detail, o.WorkerID, c.random())
+	}
+	res, err := c.run(ctx, c.scripts.complete, c.keysFor(queue), c.opts.Now(), args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("complete: %w", err)
+	}
+	out := make([]Status, len(res))
+	for i, s := range res {
+		out[i] = Status(s)
+	}
+	return out, nil
+}
+
+// Release gives leases back at once, for a worker that shuts down before
+// its jobs finish: each job returns to the head of its priority list and the
+// interrupted attempt does not count. It returns how many were released.
+func (c *Client) Release(ctx context.Context, queue string, leases []Lease) (int, error) {
+	if len(leases) == 0 {
+		return 0, nil
+	}
+	args := make([]any, 0, 1+2*len(leases))
+	args = append(args, len(leases))
+	for _, l := range leases {
+		args = append(args, l.Job.ID, l.Token)
+	}
+	n, err := c.run(ctx, c.scripts.release, c.keysFor(queue), c.opts.Now(), args...).Int()
+	if err != nil {
+		return 0, fmt.Errorf("release: %w", err)
+	}
+	return n, nil
+}
+
+// Promote moves up to limit scheduled jobs that are due into their priority
+// lists. It returns how many moved and the earliest remaining due time (the
+// zero time when none is scheduled).
+func (c *Client) Promote(ctx context.Context, queue string, limit int) (int, time.Time, error) {
+	res, err := c.run(ctx, c.scripts.promote, c.keysFor(queue), c.opts.Now(), limit).Slice()
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("promote: %w", err)
+	}
+	return countAndNext(res)
+}
+
+// Reclaim puts back up to limit jobs whose lease has expired, each counted
+// as a failed attempt ("lease expired"). It returns how many and the
+// earliest remaining lease expiry (zero when no lease is held).
+func (c *Client) Reclaim(ctx context.Context, queue string, limit int) (int, time.Time, error) {
+	args := make([]any, 0, 1+limit)
+	args = append(args, limit)
+	for i := 0; i < limit; i++ {
+		args = append(args, c.random())
+	}
+	res, err := c.run(ctx, c.scripts.reclaim, c.keysFor(queue), c.opts.Now(), args...).Slice()
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("reclaim: %w", err)
+	}
+	return countAndNext(res)
+}
+
+func countAndNext(res []any) (int, time.Time, error) {
+	n, _ := res[0].(int64)
+	s, _ := res[1].(string)
+	ms, err := strconv.ParseFloat(s, 64)
+	if err != nil || ms < 0 {
+		return int(n), time.Time{}, nil
+	}
+	return int(n), msTime(int64(ms)), nil
+}
+
+// Cancel cancels the job with id: a waiting, scheduled or queued job is
+// removed; an active job loses its lease and its worker is told to stop the
+// handler. It returns the job as it is afterwards.
+func (c *Client) Cancel(ctx context.Context, id string) (*job.Job, error) {
+	k, err := c.locate(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.run(ctx, c.scripts.cancel, k, c.opts.Now(), id).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("cancel: %w", err)
+	}
+	if err := statusErr(res); err != nil {
+		return nil, err
+	}
+	return c.getIn(ctx, k, id)
+}
+
+// Retry requeues one dead or cancelled job with its attempts reset.
+func (c *Client) Retry(ctx context.Context, id string) (*job.Job, error) {
+	k, err := c.locate(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.run(ctx, c.scripts.retry, k, c.opts.Now(), 1, id).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("retry: %w", err)
+	}
+	if err := statusErr(res); err != nil {
+		return nil, err
+	}
+	return c.getIn(ctx, k, id)
+}
+
+func statusErr(res []string) error {
+	switch res[0] {
+	case "not_found":
+		return ErrNotFound
+	case "conflict":
+		return &ConflictError{State: res[1]}
+	}
+	return nil
+}
+
+// batchSize bounds how many ids one maintenance script handles.
+const batchSize = 500
+
+// RetryDead requeues the given dead jobs of queue, or every dead job when
+// ids is empty, and returns how many were requeued.
+func (c *Client) RetryDead(ctx context.Context, queue string, ids []string) (int, error) {
+	return c.overDead(ctx, queue, ids, func(k *queueKeys, chunk []string) (int, error) {
+		args := append([]any{len(chunk)}, toAny(chunk)...)
+		res, err := c.run(ctx, c.scripts.retry, k, c.opts.Now(), args...).Slice()
+		if err != nil {
+			return 0, fmt.Errorf("retry dead: %w", err)
+		}
+		if len(res) < 2 {
+			return 0, nil
+		}
+		s, _ := res[1].(string)
+		n, _ := strconv.Atoi(s)
+		return n, nil
+	})
+}
+
+// PurgeDead deletes the given dead jobs of queue, or every dead job when ids
+// is empty, and returns how many were deleted.
+func (c *Client) PurgeDead(ctx context.Context, queue string, ids []string) (int, error) {
+	return c.overDead(ctx, queue, ids, func(k *queueKeys, chunk []string) (int, error) {
+		args := append([]any{len(chunk)}, toAny(chunk)...)
+		n, err := c.run(ctx, c.scripts.purge, k, c.opts.Now(), args...).Int()
+		if err != nil {
+			return 0, fmt.Errorf("purge dead: %w", err)
+		}
+		return n, nil
+	})
+}
+
+// overDead applies fn to ids in chunks, or, when ids is empty, to the whole
+// dead set, oldest first, until it is empty or a chunk changes nothing.
+func (c *Client) overDead(ctx context.Context, queue string, ids []string, fn func(*queueKeys, []string) (int, error)) (int, error) {
+	k := c.keysFor(queue)
+	total := 0
+	if len(ids) > 0 {
+		for len(ids) > 0 {
+			chunk := ids[:min(batchSize, len(ids))]
+			ids = ids[len(chunk):]
+			n, err := fn(k, chunk)
+			total += n
+			if err != nil {
+				return total, err
+			}
+		}
+		return total, nil
+	}
+	for {
+		chunk, err := c.rdb.ZRange(ctx, k.key(kDead), 0, batchSize-1).Result()
+		if err != nil {
+			return total, err
+		}
+		if len(chunk) == 0 {
+			return total, nil
+		}
+		n, err := fn(k, chunk)
+		total += n
+		if err != nil || n == 0 {
+			return total, err
+		}
+	}
+}
+
+// Prune deletes the hashes of up to limit jobs of queue that reached
+// succeeded or cancelled before cutoff. Dead jobs stay until purged.
+func (c *Client) Prune(ctx context.Context, queue string, cutoff time.Time, limit int) (int, error) {
+	n, err := c.run(ctx, c.scripts.prune, c.keysFor(queue), c.opts.Now(), cutoff.UnixMilli(), limit).Int()
+	if err != nil {
+		return 0, fmt.Errorf("prune: %w", err)
+	}
+	return n, nil
+}
+
+// Pause stops workers from claiming queue's jobs; submitting and promoting go on.
+func (c *Client) Pause(ctx context.Context, queue string) error {
+	if err := c.register(ctx, queue); err != nil {
+		return err
+	}
+	return c.rdb.Set(ctx, c.keysFor(queue).key(kPaused), "1", 0).Err()
+}
+
+// Resume lets workers claim queue's jobs again and wakes idle ones.
+func (c *Client) Resume(ctx context.Context, queue string) error {
+	return c.run(ctx, c.scripts.resume, c.keysFor(queue), c.opts.Now()).Err()
+}
+
+// WaitForWork blocks until a job may have arrived in one of queues, timeout
+// passes, or ctx ends. It returns true when woken by a signal. Idle workers
+// call it after a claim came back empty (which cleared the signal list), so
+// a submit after that claim always wakes one of them.
+func (c *Client) WaitForWork(ctx context.Context, queues []string, timeout time.Duration) (bool, error) {
+	keys := make([]string, len(queues))
+	for i, q := range queues {
+		keys[i] = c.keysFor(q).key(kSignal)
+	}
+	if _, cluster := c.rdb.(*redis.ClusterClient); cluster && len(keys) > 1 {
+		// Keys of different queues live in different slots: wait on each in
+		// turn for a slice of the timeout.
+		slice := max(timeout/time.Duration(len(keys)), 50*time.Millisecond)
+		for _, key := range keys {
+			ok, err := c.blpop(ctx, slice, key)
+			if ok || err != nil {
+				return ok, err
+			}
+		}
+		return false, nil
+	}
+	return c.blpop(ctx, timeout, keys...)
+}
+
+func (c *Client) blpop(ctx context.Context, timeout time.Duration, keys ...string) (bool, error) {
+	err := c.rdb.BLPop(ctx, timeout, keys...).Err()
+	switch {
+	case err == nil:
+		return true, nil
+	case err == redis.Nil:
+		return false, nil
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	}
+	return false, err
+}
+
+func toAny(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}

@@ -1,0 +1,377 @@
+package queue_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+)
+
+func TestSubmitClaimComplete(t *testing.T) {
+	e := newEnv(t)
+	j := e.submit(t, job.Spec{Type: "t", Payload: json.RawMessage(`{"a":1}`)})[0]
+	wantState(t, e.get(t, j.ID), job.Queued)
+
+	ls := e.claim(t, "default", 10)
+	if len(ls) != 1 || ls[0].Job.ID != j.ID || ls[0].Job.Attempt != 1 || string(ls[0].Job.Payload) != `{"a":1}` {
+		t.Fatalf("claim = %+v", ls)
+	}
+	got := e.get(t, j.ID)
+	wantState(t, got, job.Active)
+	if got.WorkerID != "w1" || got.StartedAt == nil {
+		t.Fatalf("active job = %+v", got)
+	}
+	if lock, _ := e.q.Redis().Get(e.ctx, "sundial:{default}:lock:"+j.ID).Result(); lock != ls[0].Token {
+		t.Fatalf("lock = %q, want token %q", lock, ls[0].Token)
+	}
+
+	// A stale token is refused and changes nothing.
+	st := e.complete(t, "default", queue.Outcome{ID: j.ID, Token: "999", Kind: queue.OutcomeSucceeded})
+	if st[0] != queue.StatusStale {
+		t.Fatalf("stale complete = %v", st)
+	}
+	wantState(t, e.get(t, j.ID), job.Active)
+
+	st = e.complete(t, "default", queue.Outcome{ID: j.ID, Token: ls[0].Token, Kind: queue.OutcomeSucceeded, Result: json.RawMessage(`"done"`)})
+	if st[0] != queue.StatusSucceeded {
+		t.Fatalf("complete = %v", st)
+	}
+	got = e.get(t, j.ID)
+	wantState(t, got, job.Succeeded)
+	if string(got.Result) != `"done"` || got.FinishedAt == nil {
+		t.Fatalf("finished job = %+v", got)
+	}
+	// Completing twice is refused.
+	st = e.complete(t, "default", queue.Outcome{ID: j.ID, Token: ls[0].Token, Kind: queue.OutcomeSucceeded})
+	if st[0] != queue.StatusStale {
+		t.Fatalf("second complete = %v", st)
+	}
+	if n, _ := e.q.Redis().Exists(e.ctx, "sundial:{default}:lock:"+j.ID).Result(); n != 0 {
+		t.Fatal("lock left behind after completion")
+	}
+	var kinds []string
+	for _, ev := range e.events(t, "default") {
+		kinds = append(kinds, fmt.Sprint(ev["event"], "/", ev["state"], "/", ev["attempt"]))
+	}
+	want := []string{"submitted/queued/0", "started/active/1", "succeeded/succeeded/1"}
+	if fmt.Sprint(kinds) != fmt.Sprint(want) {
+		t.Fatalf("events = %v, want %v", kinds, want)
+	}
+}
+
+func TestFailRetryBackoffThenDead(t *testing.T) {
+	e := newEnv(t)
+	j := e.submit(t, job.Spec{Type: "t", MaxAttempts: ptr(2), Backoff: &job.Backoff{BaseSeconds: 10, MaxSeconds: 10}})[0]
+	l := e.claim(t, "default", 1)[0]
+	st := e.complete(t, "default", queue.Outcome{ID: j.ID, Token: l.Token, Kind: queue.OutcomeFailed, Error: "boom"})
+	if st[0] != queue.StatusScheduled {
+		t.Fatalf("after first failure: %v", st)
+	}
+	got := e.get(t, j.ID)
+	wantState(t, got, job.Scheduled)
+	if got.LastError != "boom" {
+		t.Fatalf("last_error = %q", got.LastError)
+	}
+	delay := got.RunAt.Sub(e.clock.Now())
+	if delay < 0 || delay > 10*time.Second {
+		t.Fatalf("retry delay %v outside [0, 10s]", delay)
+	}
+	// Not due yet: nothing to promote until the clock passes run_at.
+	if n, _, _ := e.q.Promote(e.ctx, "default", 100); n != 0 && delay > 0 {
+		t.Fatalf("promoted %d jobs early", n)
+	}
+	e.clock.Advance(10*time.Second + time.Millisecond)
+	if n, next, err := e.q.Promote(e.ctx, "default", 100); err != nil || n != 1 || !next.IsZero() {
+		t.Fatalf("promote = %d, %v, %v", n, next, err)
+	}
+	l = e.claim(t, "default", 1)[0]
+	if l.Job.Attempt != 2 {
+		t.Fatalf("attempt = %d", l.Job.Attempt)
+	}
+	st = e.complete(t, "default", queue.Outcome{ID: j.ID, Token: l.Token, Kind: queue.OutcomeFailed, Error: "boom again"})
+	if st[0] != queue.StatusDead {
+		t.Fatalf("after last attempt: %v", st)
+	}
+	got = e.get(t, j.ID)
+	wantState(t, got, job.Dead)
+	dead, _, err := e.q.Dead(e.ctx, "default", 10, "")
+	if err != nil || len(dead) != 1 || dead[0].ID != j.ID {
+		t.Fatalf("dead = %v, %v", dead, err)
+	}
+
+	// Retry by hand: queued again with attempt 0.
+	r, err := e.q.Retry(e.ctx, j.ID)
+	if err != nil || r.State != job.Queued || r.Attempt != 0 {
+		t.Fatalf("retry = %+v, %v", r, err)
+	}
+	if _, err := e.q.Retry(e.ctx, j.ID); !errors.Is(err, queue.ErrConflict) {
+		t.Fatalf("retry of queued job: %v, want conflict", err)
+	}
+}
+
+func TestNonRetryableGoesDead(t *testing.T) {
+	e := newEnv(t)
+	j := e.submit(t, job.Spec{Type: "t", MaxAttempts: ptr(5)})[0]
+	l := e.claim(t, "default", 1)[0]
+	st := e.complete(t, "default", queue.Outcome{ID: j.ID, Token: l.Token, Kind: queue.OutcomeDead, Error: `no handler for type "t"`})
+	if st[0] != queue.StatusDead {
+		t.Fatalf("status = %v", st)
+	}
+	if got := e.get(t, j.ID); got.State != job.Dead || got.LastError != `no handler for type "t"` {
+		t.Fatalf("job = %+v", got)
+	}
+}
+
+func TestStrictPriority(t *testing.T) {
+	e := newEnv(t)
+	var specs []job.Spec
+	for i := 0; i < 5; i++ {
+		for _, p := range []job.Priority{job.Low, job.Normal, job.High} {
+			specs = append(specs, job.Spec{Type: "t", Priority: p})
+		}
+	}
+	e.submit(t, specs...)
+	var got []job.Priority
+	for _, n := range []int{3, 4, 8} {
+		for _, l := range e.claim(t, "default", n) {
+			got = append(got, l.Job.Priority)
+		}
+	}
+	for i := 1; i < len(got); i++ {
+		if rank(got[i]) < rank(got[i-1]) {
+			t.Fatalf("claim order %v is not by priority", got)
+		}
+	}
+	if len(got) != 15 {
+		t.Fatalf("claimed %d, want 15", len(got))
+	}
+}
+
+func rank(p job.Priority) int {
+	switch p {
+	case job.High:
+		return 0
+	case job.Normal:
+		return 1
+	}
+	return 2
+}
+
+func TestDelayedJobPromotedWhenDue(t *testing.T) {
+	e := newEnv(t)
+	j := e.submit(t, job.Spec{Type: "t", DelaySeconds: ptr(5.0)})[0]
+	wantState(t, e.get(t, j.ID), job.Scheduled)
+	if ls := e.claim(t, "default", 1); len(ls) != 0 {
+		t.Fatal("claimed a job that is not due")
+	}
+	n, next, _ := e.q.Promote(e.ctx, "default", 100)
+	if n != 0 || !next.Equal(e.clock.Now().Add(5*time.Second)) {
+		t.Fatalf("promote early = %d, next %v", n, next)
+	}
+	e.clock.Advance(5 * time.Second)
+	if n, _, _ := e.q.Promote(e.ctx, "default", 100); n != 1 {
+		t.Fatalf("promote = %d", n)
+	}
+	wantState(t, e.get(t, j.ID), job.Queued)
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	e := newEnv(t)
+	a := e.submit(t, job.Spec{Type: "t", IdempotencyKey: "order-42"})[0]
+	res, err := e.q.Submit(e.ctx, []*job.Job{e.build(t, job.Spec{Type: "t", IdempotencyKey: "order-42"})})
+	if err != nil || !res[0].Duplicate || res[0].Job.ID != a.ID {
+		t.Fatalf("second submit = %+v, %v", res, err)
+	}
+	// Another queue has its own keys.
+	b := e.submit(t, job.Spec{Type: "t", Queue: "other", IdempotencyKey: "order-42"})[0]
+	if b.ID == a.ID {
+		t.Fatal("idempotency key leaked across queues")
+	}
+	st, _ := e.q.Stats(e.ctx, "default")
+	if st[0].Queued["normal"] != 1 {
+		t.Fatalf("queued = %v, want 1 (no duplicate)", st[0].Queued)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	e := newEnv(t)
+	js := e.submit(t, job.Spec{Type: "t"}, job.Spec{Type: "t", DelaySeconds: ptr(60.0)}, job.Spec{Type: "t"})
+	// queued
+	if j, err := e.q.Cancel(e.ctx, js[0].ID); err != nil || j.State != job.Cancelled {
+		t.Fatalf("cancel queued = %+v, %v", j, err)
+	}
+	// scheduled
+	if j, err := e.q.Cancel(e.ctx, js[1].ID); err != nil || j.State != job.Cancelled {
+		t.Fatalf("cancel scheduled = %+v, %v", j, err)
+	}
+	// active: the lease is dropped and the worker's late outcome is refused.
+	cancels := e.q.SubscribeCancels(t.Context())
+	time.Sleep(0) // subscription is registered asynchronously; the assert below waits
+	l := e.claim(t, "default", 1)
+	if len(l) != 1 || l[0].Job.ID != js[2].ID {
+		t.Fatalf("claim = %+v (cancelled job claimed?)", l)
+	}
+	if j, err := e.q.Cancel(e.ctx, js[2].ID); err != nil || j.State != job.Cancelled {
+		t.Fatalf("cancel active = %+v, %v", j, err)
+	}
+	if st := e.complete(t, "default", queue.Outcome{ID: js[2].ID, Token: l[0].Token, Kind: queue.OutcomeSucceeded}); st[0] != queue.StatusStale {
+		t.Fatalf("complete after cancel = %v", st)
+	}
+	_ = cancels
+	if _, err := e.q.Cancel(e.ctx, js[2].ID); !errors.Is(err, queue.ErrConflict) {
+		t.Fatalf("cancel twice: %v", err)
+	}
+	if _, err := e.q.Cancel(e.ctx, "01NOPE"); !errors.Is(err, queue.ErrNotFound) {
+		t.Fatalf("cancel unknown: %v", err)
+	}
+	st, _ := e.q.Stats(e.ctx, "default")
+	if s := st[0]; s.Active != 0 || s.Scheduled != 0 || s.Queued["normal"] != 0 {
+		t.Fatalf("stats after cancels = %+v", s)
+	}
+}
+
+func TestDependencies(t *testing.T) {
+	e := newEnv(t)
+	js := e.submit(t,
+		job.Spec{Type: "parent"},
+		job.Spec{Type: "child", DependsOn: []string{"#0"}},
+		job.Spec{Type: "grandchild", DependsOn: []string{"#1"}},
+	)
+	wantState(t, e.get(t, js[1].ID), job.Waiting)
+	wantState(t, e.get(t, js[2].ID), job.Waiting)
+	l := e.claim(t, "default", 10)
+	if len(l) != 1 || l[0].Job.ID != js[0].ID {
+		t.Fatalf("claim = %+v", l)
+	}
+	e.complete(t, "default", queue.Outcome{ID: js[0].ID, Token: l[0].Token, Kind: queue.OutcomeSucceeded})
+	wantState(t, e.get(t, js[1].ID), job.Queued)
+	wantState(t, e.get(t, js[2].ID), job.Waiting)
+
+	// A dependency that ends dead cancels its dependents, transitively.
+	l = e.claim(t, "default", 10)
+	e.complete(t, "default", queue.Outcome{ID: js[1].ID, Token: l[0].Token, Kind: queue.OutcomeDead, Error: "x"})
+	got := e.get(t, js[2].ID)
+	wantState(t, got, job.Cancelled)
+	if got.LastError == "" {
+		t.Fatal("cancelled dependent has no reason")
+	}
+
+	// Unknown dependency: rejected, nothing written.
+	bad := e.build(t, job.Spec{Type: "t", DependsOn: []string{"01UNKNOWN"}})
+	_, err := e.q.Submit(e.ctx, []*job.Job{e.build(t, job.Spec{Type: "ok"}), bad})
+	var de *queue.DependencyError
+	if !errors.As(err, &de) || de.Index != 1 || de.Reason != "not_found" || de.Field(true) != "jobs[1].depends_on[0]" {
+		t.Fatalf("submit with unknown dep: %v", err)
+	}
+	st, _ := e.q.Stats(e.ctx, "default")
+	if st[0].Queued["normal"] != 0 {
+		t.Fatalf("a rejected batch wrote jobs: %+v", st[0])
+	}
+	// A dependency that already failed is rejected too.
+	_, err = e.q.Submit(e.ctx, []*job.Job{e.build(t, job.Spec{Type: "t", DependsOn: []string{js[1].ID}})})
+	if !errors.As(err, &de) || de.Reason != "failed" {
+		t.Fatalf("submit with dead dep: %v", err)
+	}
+}
+
+func TestReclaimExpiredLease(t *testing.T) {
+	e := newEnv(t)
+	j := e.submit(t, job.Spec{Type: "t", TimeoutSeconds: ptr(10), MaxAttempts: ptr(2), Backoff: &job.Backoff{}})[0]
+	l := e.claim(t, "default", 1)[0]
+	if n, _, _ := e.q.Reclaim(e.ctx, "default", 100); n != 0 {
+		t.Fatal("reclaimed a live lease")
+	}
+	e.clock.Advance(11*time.Second + time.Millisecond) // timeout + 1 s grace
+	if n, _, _ := e.q.Reclaim(e.ctx, "default", 100); n != 1 {
+		t.Fatalf("reclaimed %d, want 1", n)
+	}
+	got := e.get(t, j.ID)
+	wantState(t, got, job.Queued) // zero backoff: at once
+	if got.LastError != "lease expired" || got.Attempt != 1 {
+		t.Fatalf("reclaimed job = %+v", got)
+	}
+	// The old owner can no longer complete it.
+	if st := e.complete(t, "default", queue.Outcome{ID: j.ID, Token: l.Token, Kind: queue.OutcomeSucceeded}); st[0] != queue.StatusStale {
+		t.Fatalf("old owner's complete = %v", st)
+	}
+	l2 := e.claim(t, "default", 1)[0]
+	if l2.Token == l.Token {
+		t.Fatal("fencing token reused")
+	}
+	e.clock.Advance(12 * time.Second)
+	e.q.Reclaim(e.ctx, "default", 100)
+	wantState(t, e.get(t, j.ID), job.Dead)
+	found := false
+	for _, ev := range e.events(t, "default") {
+		if ev["event"] == "lease_expired" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("no lease_expired event")
+	}
+}
+
+func TestReleaseRequeuesAtOnce(t *testing.T) {
+	e := newEnv(t)
+	j := e.submit(t, job.Spec{Type: "t"})[0]
+	l := e.claim(t, "default", 1)
+	n, err := e.q.Release(e.ctx, "default", l)
+	if err != nil || n != 1 {
+		t.Fatalf("release = %d, %v", n, err)
+	}
+	got := e.get(t, j.ID)
+	if got.State != job.Queued || got.Attempt != 0 {
+		t.Fatalf("released job = %+v", got)
+	}
+	if l2 := e.claim(t, "default", 1); len(l2) != 1 || l2[0].Job.Attempt != 1 {
+		t.Fatalf("reclaim after release = %+v", l2)
+	}
+}
+
+func TestPauseResume(t *testing.T) {
+	e := newEnv(t)
+	e.submit(t, job.Spec{Type: "t"})
+	if err := e.q.Pause(e.ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	if l := e.claim(t, "default", 1); len(l) != 0 {
+		t.Fatal("claimed from a paused queue")
+	}
+	st, _ := e.q.Stats(e.ctx, "default")
+	if !st[0].Paused {
+		t.Fatal("stats do not show paused")
+	}
+	e.q.Resume(e.ctx, "default")
+	if l := e.claim(t, "default", 1); len(l) != 1 {
+		t.Fatal("nothing claimed after resume")
+	}
+}
+
+func TestPurgeAndPrune(t *testing.T) {
+	e := newEnv(t)
+	js := e.submit(t, job.Spec{Type: "a"}, job.Spec{Type: "b"})
+	ls := e.claim(t, "default", 2)
+	e.complete(t, "default",
+		queue.Outcome{ID: ls[0].Job.ID, Token: ls[0].Token, Kind: queue.OutcomeSucceeded},
+		queue.Outcome{ID: ls[1].Job.ID, Token: ls[1].Token, Kind: queue.OutcomeDead, Error: "x"})
+	if n, err := e.q.PurgeDead(e.ctx, "default", nil); err != nil || n != 1 {
+		t.Fatalf("purge = %d, %v", n, err)
+	}
+	if n, _ := e.q.Prune(e.ctx, "default", e.clock.Now().Add(-time.Second), 100); n != 0 {
+		t.Fatal("pruned a job finished after the cutoff")
+	}
+	e.clock.Advance(time.Hour)
+	if n, _ := e.q.Prune(e.ctx, "default", e.clock.Now().Add(-time.Minute), 100); n != 1 {
+		t.Fatalf("pruned %d, want 1", n)
+	}
+	for _, j := range js {
+		if _, err := e.q.Get(e.ctx, j.ID); !errors.Is(err, queue.ErrNotFound) {
+			t.Fatalf("job %s still readable: %v", j.ID, err)
+		}
+	}
+}

@@ -1,0 +1,29 @@
+-- cancel.lua: cancel one job.
+-- ARGV[6] id
+-- waiting, scheduled or queued: removed from its place; active: its lease
+-- and lock are dropped and workers are told (pub/sub) to cancel the running
+-- handler, whose late outcome is then refused as stale. Dependents are
+-- cancelled too. Returns {'ok', previous state}, {'conflict', state} for a
+-- job already final, or {'not_found'}.
+local id = ARGV[6]
+local jk = JOB .. id
+local f = redis.call('HMGET', jk, 'type', 'state', 'attempt', 'priority', 'worker_id')
+if not f[2] then return {'not_found'} end
+local state = f[2]
+if state == 'succeeded' or state == 'dead' or state == 'cancelled' then return {'conflict', state} end
+if state == 'waiting' then
+  cancel_waiting(id, 'cancelled')
+  return {'ok', state}
+elseif state == 'scheduled' then
+  redis.call('ZREM', K_SCHED, id)
+elseif state == 'queued' then
+  redis.call('LREM', list_for(f[4]), 0, id)
+elseif state == 'active' then
+  redis.call('ZREM', K_LEASES, id)
+  redis.call('DEL', QK .. 'lock:' .. id)
+  redis.call('PUBLISH', CANCEL_CHANNEL, id)
+end
+finish(id, 'cancelled', {'token', ''})
+emit(id, f[1], 'cancelled', 'cancelled', f[3], f[5], '')
+settle_dependents(id, false, 'dependency ' .. id .. ' ended cancelled')
+return {'ok', state}

@@ -1,0 +1,35 @@
+-- complete.lua: record the outcome of a batch of attempts.
+-- ARGV[6] n, then n groups of 6: id, token, outcome, detail, worker id, r
+--   outcome 'ok'    detail = result JSON                 → succeeded
+--   outcome 'fail'  detail = error message, r = random   → retry with backoff, or dead when exhausted
+--   outcome 'dead'  detail = error message               → dead at once (not retryable)
+-- An outcome is applied only while the job is active under that token (the
+-- fencing check); otherwise it is refused as stale.
+-- Returns one status per job: 'succeeded', 'scheduled', 'queued', 'dead' or 'stale'.
+local n = tonumber(ARGV[6])
+local out = {}
+local processed = 0
+for i = 1, n do
+  local b = 7 + (i - 1) * 6
+  local id, token, outcome, detail, worker, r = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
+  local jk = JOB .. id
+  local f = redis.call('HMGET', jk, 'type', 'attempt', 'max_attempts', 'backoff_base', 'backoff_max', 'priority', 'state', 'token')
+  if f[7] ~= 'active' or f[8] ~= token then
+    out[i] = 'stale'
+  else
+    processed = processed + 1
+    if outcome == 'ok' then
+      redis.call('ZREM', K_LEASES, id)
+      redis.call('DEL', QK .. 'lock:' .. id)
+      finish(id, 'succeeded', {'result', detail, 'token', ''})
+      redis.call('HINCRBY', K_STATS, 'succeeded_total', 1)
+      emit(id, f[1], 'succeeded', 'succeeded', f[2], worker, '')
+      signal(settle_dependents(id, true, ''))
+      out[i] = 'succeeded'
+    else
+      out[i] = retry_or_bury(id, f, detail, outcome == 'fail', tonumber(r), 'failed', worker)
+    end
+  end
+end
+count_processed(processed)
+return out

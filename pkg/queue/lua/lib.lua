@@ -1,0 +1,190 @@
+-- lib.lua: shared prelude, prepended to every script of this directory.
+--
+-- Every script receives the same KEYS, the keys of one queue (see keys.go):
+--   KEYS[1] high   KEYS[2] normal   KEYS[3] low    (priority lists, LPUSH in / RPOP out)
+--   KEYS[4] scheduled (zset id → due ms)     KEYS[5] waiting (zset id → created ms)
+--   KEYS[6] leases (zset id → lease expiry)  KEYS[7] dead (zset id → died ms)
+--   KEYS[8] finished (zset id → finished ms) KEYS[9] events (stream)
+--   KEYS[10] stats (hash)  KEYS[11] paused (flag)  KEYS[12] signal (wake list)
+--   KEYS[13] fence (fencing-token counter)
+-- and the same first five ARGV:
+--   ARGV[1] job hash prefix "sundial:job:{q}:"   ARGV[2] queue key prefix "sundial:{q}:"
+--   ARGV[3] now, unix ms (the caller's clock)    ARGV[4] event stream MAXLEN (approximate)
+--   ARGV[5] queue name
+-- Script-specific arguments start at ARGV[6].
+local K_HIGH, K_NORMAL, K_LOW = KEYS[1], KEYS[2], KEYS[3]
+local K_SCHED, K_WAIT, K_LEASES, K_DEAD, K_FIN = KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local K_EVENTS, K_STATS, K_PAUSED, K_SIGNAL, K_FENCE = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
+local JOB, QK, NOW_S, MAXLEN, QUEUE = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local NOW = tonumber(NOW_S)
+local WAKE_CHANNEL = 'sundial:poller:wake'
+local CANCEL_CHANNEL = 'sundial:cancel'
+local SIGNAL_CAP = 64
+
+-- ms formats a number of milliseconds as an integer string (tostring would
+-- give "1.7e+12").
+local function ms(x) return string.format('%.0f', x) end
+
+local function list_for(prio)
+  if prio == 'high' then return K_HIGH elseif prio == 'low' then return K_LOW end
+  return K_NORMAL
+end
+
+-- emit appends one event to the queue's stream.
+local function emit(id, jtype, event, state, attempt, worker, err)
+  redis.call('XADD', K_EVENTS, 'MAXLEN', '~', MAXLEN, '*',
+    'job_id', id, 'queue', QUEUE, 'type', jtype, 'event', event, 'state', state,
+    'attempt', attempt, 'worker_id', worker or '', 'error', err or '', 'at', NOW_S)
+end
+
+-- signal wakes up to n idle workers blocked on the queue's signal list.
+local function signal(n)
+  if n <= 0 then return end
+  if n > SIGNAL_CAP then n = SIGNAL_CAP end
+  local t = {}
+  for i = 1, n do t[i] = '1' end
+  redis.call('LPUSH', K_SIGNAL, unpack(t))
+  redis.call('LTRIM', K_SIGNAL, 0, SIGNAL_CAP - 1)
+end
+
+-- earliest returns the smallest score of the scheduled set, or nil.
+local function earliest()
+  local r = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
+  if #r == 0 then return nil end
+  return tonumber(r[2])
+end
+
+-- wake_poller tells pollers that the earliest due time is now `due`, when
+-- `due` is earlier than `before` (the earliest before the change).
+local function wake_poller(before, due)
+  if before == nil or due < before then
+    redis.call('PUBLISH', WAKE_CHANNEL, ms(due))
+  end
+end
+
+-- make_ready puts a job whose run_at has come into its priority list.
+local function make_ready(id, prio)
+  redis.call('LPUSH', list_for(prio), id)
+  redis.call('HSET', JOB .. id, 'state', 'queued')
+end
+
+-- release starts a job whose dependencies are all done: scheduled when its
+-- run_at is still ahead, queued otherwise. Returns 1 when it became queued.
+local function release(id)
+  local f = redis.call('HMGET', JOB .. id, 'type', 'priority', 'run_at', 'attempt')
+  if not f[1] then return 0 end
+  redis.call('ZREM', K_WAIT, id)
+  local run_at = tonumber(f[3])
+  if run_at > NOW then
+    local before = earliest()
+    redis.call('ZADD', K_SCHED, run_at, id)
+    redis.call('HSET', JOB .. id, 'state', 'scheduled')
+    emit(id, f[1], 'scheduled', 'scheduled', f[4], '', '')
+    wake_poller(before, run_at)
+    return 0
+  end
+  make_ready(id, f[2])
+  emit(id, f[1], 'queued', 'queued', f[4], '', '')
+  return 1
+end
+
+local cancel_waiting
+
+-- settle_dependents runs after job `id` reached a final state: on success
+-- each dependent loses one pending dependency (and starts when none is
+-- left); on dead or cancelled every dependent is cancelled, transitively.
+-- Returns how many jobs became queued.
+local function settle_dependents(id, ok, why)
+  local dkey = QK .. 'dependents:' .. id
+  local deps = redis.call('SMEMBERS', dkey)
+  redis.call('DEL', dkey)
+  local queued = 0
+  for _, d in ipairs(deps) do
+    local pkey = QK .. 'deps:' .. d
+    if ok then
+      redis.call('SREM', pkey, id)
+      if redis.call('SCARD', pkey) == 0 and redis.call('HGET', JOB .. d, 'state') == 'waiting' then
+        queued = queued + release(d)
+      end
+    else
+      cancel_waiting(d, why)
+    end
+  end
+  return queued
+end
+
+-- finish records a final state on a job hash and its place among finished jobs.
+local function finish(id, state, extra)
+  redis.call('HSET', JOB .. id, 'state', state, 'finished_at', NOW_S, unpack(extra))
+  if state == 'dead' then
+    redis.call('ZADD', K_DEAD, NOW, id)
+  else
+    redis.call('ZADD', K_FIN, NOW, id)
+  end
+end
+
+cancel_waiting = function(id, why)
+  local f = redis.call('HMGET', JOB .. id, 'type', 'state', 'attempt')
+  if f[2] ~= 'waiting' then return end
+  redis.call('ZREM', K_WAIT, id)
+  local pkey = QK .. 'deps:' .. id
+  for _, p in ipairs(redis.call('SMEMBERS', pkey)) do
+    redis.call('SREM', QK .. 'dependents:' .. p, id)
+  end
+  redis.call('DEL', pkey)
+  finish(id, 'cancelled', {'last_error', why})
+  emit(id, f[1], 'cancelled', 'cancelled', f[3], '', why)
+  settle_dependents(id, false, 'dependency ' .. id .. ' ended cancelled')
+end
+
+-- backoff_due returns when the retry after failed attempt `attempt` is due,
+-- given a uniform random r in [0,1): full jitter over an exponential ceiling.
+local function backoff_due(base, max, attempt, r)
+  local ceiling = base
+  local i = 1
+  while i < attempt and ceiling < max do ceiling = ceiling * 2; i = i + 1 end
+  if ceiling > max then ceiling = max end
+  return NOW + math.floor(r * ceiling * 1000)
+end
+
+-- retry_or_bury handles a failed attempt of an active job: a retry after
+-- backoff, or the dead set when attempts are exhausted or retry is false.
+-- `event` is the event to record for a retry ('failed' or 'lease_expired').
+-- Returns the new state.
+local function retry_or_bury(id, f, err, retry, r, event, worker)
+  -- f: type, attempt, max_attempts, backoff_base, backoff_max, priority
+  local attempt = tonumber(f[2])
+  redis.call('ZREM', K_LEASES, id)
+  redis.call('DEL', QK .. 'lock:' .. id)
+  redis.call('HINCRBY', K_STATS, 'failed_total', 1)
+  if (not retry) or attempt >= tonumber(f[3]) then
+    finish(id, 'dead', {'last_error', err, 'token', ''})
+    if event == 'lease_expired' then emit(id, f[1], 'lease_expired', 'dead', attempt, worker, err) end
+    emit(id, f[1], 'dead', 'dead', attempt, worker, err)
+    redis.call('HINCRBY', K_STATS, 'dead_total', 1)
+    settle_dependents(id, false, 'dependency ' .. id .. ' ended dead')
+    return 'dead'
+  end
+  local due = backoff_due(tonumber(f[4]), tonumber(f[5]), attempt, r)
+  redis.call('HSET', JOB .. id, 'last_error', err, 'token', '', 'run_at', ms(due))
+  if due <= NOW then
+    make_ready(id, f[6])
+    emit(id, f[1], event, 'queued', attempt, worker, err)
+    signal(1)
+    return 'queued'
+  end
+  local before = earliest()
+  redis.call('ZADD', K_SCHED, due, id)
+  redis.call('HSET', JOB .. id, 'state', 'scheduled')
+  emit(id, f[1], event, 'scheduled', attempt, worker, err)
+  wake_poller(before, due)
+  return 'scheduled'
+end
+
+-- count_processed adds n finished attempts to this second's throughput counter.
+local function count_processed(n)
+  if n <= 0 then return end
+  local k = QK .. 'tput:' .. math.floor(NOW / 1000)
+  redis.call('INCRBY', k, n)
+  redis.call('EXPIRE', k, 120)
+end

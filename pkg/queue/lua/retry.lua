@@ -1,0 +1,26 @@
+-- retry.lua: requeue dead or cancelled jobs by hand, attempts reset to 0.
+-- ARGV[6] n, ARGV[7..] ids
+-- Returns {'ok', requeued} — ids that are not dead or cancelled are skipped —
+-- or, when n = 1, {'conflict', state} / {'not_found'} for that one id.
+local n = tonumber(ARGV[6])
+local count = 0
+for i = 1, n do
+  local id = ARGV[6 + i]
+  local jk = JOB .. id
+  local f = redis.call('HMGET', jk, 'type', 'state', 'priority')
+  if not f[2] then
+    if n == 1 then return {'not_found'} end
+  elseif f[2] ~= 'dead' and f[2] ~= 'cancelled' then
+    if n == 1 then return {'conflict', f[2]} end
+  else
+    redis.call('ZREM', K_DEAD, id)
+    redis.call('ZREM', K_FIN, id)
+    redis.call('HSET', jk, 'state', 'queued', 'attempt', '0', 'token', '', 'run_at', NOW_S)
+    redis.call('HDEL', jk, 'finished_at', 'started_at', 'worker_id', 'result')
+    redis.call('LPUSH', list_for(f[3]), id)
+    emit(id, f[1], 'retried', 'queued', 0, '', '')
+    count = count + 1
+  end
+end
+signal(count)
+return {'ok', tostring(count)}

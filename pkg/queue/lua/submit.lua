@@ -1,0 +1,105 @@
+-- submit.lua: add a batch of jobs to one queue, all or nothing.
+-- ARGV[6]  number of jobs n
+-- ARGV[7]  idempotency window, ms
+-- ARGV[8]  '1' = dry run: check only, write nothing
+-- ARGV[9..] n groups of 12: id, type, payload, priority, max_attempts,
+--          timeout_seconds, backoff_base, backoff_max, run_at ms, created ms,
+--          idempotency key ('' = none), depends_on (comma-separated ids, '' = none)
+-- Returns {'ok', id1, 'new'|'dup', id2, …} in input order ('dup': the
+-- idempotency key named an earlier job, whose id is returned and nothing was
+-- created), or {'err', i, j, code, detail} when job i's dependency j is
+-- unusable (code 'not_found' or 'failed'; i and j are 0-based); then nothing
+-- was written.
+local n = tonumber(ARGV[6])
+local idem_ttl = ARGV[7]
+local dry_run = ARGV[8] == '1'
+local S = 12
+local jobs = {}
+local alias = {}   -- batch id → effective id (itself, or the job a duplicate names)
+local idem_seen = {}
+
+local function split(s)
+  local t = {}
+  if s == '' then return t end
+  for part in string.gmatch(s, '[^,]+') do t[#t + 1] = part end
+  return t
+end
+
+-- Phase 1: resolve idempotency keys and check dependencies; no writes.
+for i = 1, n do
+  local b = 9 + (i - 1) * S
+  local j = {id = ARGV[b], type = ARGV[b + 1], payload = ARGV[b + 2], prio = ARGV[b + 3],
+    max = ARGV[b + 4], timeout = ARGV[b + 5], bbase = ARGV[b + 6], bmax = ARGV[b + 7],
+    run_at = tonumber(ARGV[b + 8]), created = ARGV[b + 9], idem = ARGV[b + 10], deps_s = ARGV[b + 11]}
+  j.deps = split(j.deps_s)
+  jobs[i] = j
+  if j.idem ~= '' then
+    local existing = idem_seen[j.idem] or redis.call('GET', QK .. 'idem:' .. j.idem)
+    if existing and (idem_seen[j.idem] or redis.call('EXISTS', JOB .. existing) == 1) then
+      j.dup = existing
+    end
+  end
+  alias[j.id] = j.dup or j.id
+  if not j.dup then
+    if j.idem ~= '' then idem_seen[j.idem] = j.id end
+    j.pending = {}
+    for k, d in ipairs(j.deps) do
+      local eff = alias[d]
+      local state
+      if eff and eff ~= j.id then
+        state = redis.call('HGET', JOB .. eff, 'state') or 'new'
+      else
+        eff = d
+        state = redis.call('HGET', JOB .. d, 'state')
+      end
+      if not state then return {'err', tostring(i - 1), tostring(k - 1), 'not_found', d} end
+      if state == 'dead' or state == 'cancelled' then return {'err', tostring(i - 1), tostring(k - 1), 'failed', state} end
+      if state ~= 'succeeded' then j.pending[#j.pending + 1] = eff end
+    end
+  end
+end
+
+if dry_run then return {'ok'} end
+
+-- Phase 2: write.
+local out = {'ok'}
+local ready = 0
+local before = earliest()
+local min_due = nil
+for i = 1, n do
+  local j = jobs[i]
+  if j.dup then
+    out[#out + 1] = j.dup
+    out[#out + 1] = 'dup'
+  else
+    local state
+    if #j.pending > 0 then state = 'waiting'
+    elseif j.run_at > NOW then state = 'scheduled'
+    else state = 'queued' end
+    redis.call('HSET', JOB .. j.id, 'id', j.id, 'queue', QUEUE, 'type', j.type, 'payload', j.payload,
+      'priority', j.prio, 'state', state, 'attempt', '0', 'max_attempts', j.max, 'timeout', j.timeout,
+      'backoff_base', j.bbase, 'backoff_max', j.bmax, 'run_at', ms(j.run_at), 'created_at', j.created,
+      'idempotency_key', j.idem, 'depends_on', j.deps_s)
+    if j.idem ~= '' then
+      redis.call('SET', QK .. 'idem:' .. j.idem, j.id, 'PX', idem_ttl)
+    end
+    if state == 'waiting' then
+      redis.call('ZADD', K_WAIT, j.created, j.id)
+      redis.call('SADD', QK .. 'deps:' .. j.id, unpack(j.pending))
+      for _, d in ipairs(j.pending) do redis.call('SADD', QK .. 'dependents:' .. d, j.id) end
+    elseif state == 'scheduled' then
+      redis.call('ZADD', K_SCHED, j.run_at, j.id)
+      if min_due == nil or j.run_at < min_due then min_due = j.run_at end
+    else
+      redis.call('LPUSH', list_for(j.prio), j.id)
+      ready = ready + 1
+    end
+    emit(j.id, j.type, 'submitted', state, 0, '', '')
+    out[#out + 1] = j.id
+    out[#out + 1] = 'new'
+  end
+end
+redis.call('HINCRBY', K_STATS, 'submitted_total', n)
+signal(ready)
+if min_due then wake_poller(before, min_due) end
+return out

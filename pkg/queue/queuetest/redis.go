@@ -1,0 +1,157 @@
+// Package queuetest starts private redis-server processes for tests: each
+// test gets its own server on a free loopback port with its own directory,
+// which it can kill and restart to test crashes.
+package queuetest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is a redis-server process owned by one test.
+type Server struct {
+	t    testing.TB
+	dir  string
+	port int
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Start launches a redis-server with AOF persistence (appendfsync everysec)
+// for t and stops it when t ends. Without redis-server on PATH the test is
+// skipped, except under CI=true where that is a failure.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-server not found on PATH")
+		}
+		t.Skip("redis-server not found on PATH; install redis-server to run this test")
+	}
+	s := &Server{t: t, dir: t.TempDir(), port: freePort(t)}
+	s.start()
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+// URL is the server's redis:// URL.
+func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
+
+// Client returns a go-redis client for the server, closed when the test ends.
+func (s *Server) Client() *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	s.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func (s *Server) start() {
+	s.t.Helper()
+	cmd := exec.Command("redis-server",
+		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--dir", s.dir, "--appendonly", "yes", "--appendfsync", "everysec",
+		"--save", "", "--daemonize", "no", "--loglevel", "warning",
+		"--logfile", filepath.Join(s.dir, "redis.log"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("start redis-server: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-done:
+			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			s.t.Fatalf("redis-server exited at start: %s", log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("redis-server on %s not ready: %v", s.Addr(), err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Kill stops the server with SIGKILL (as a crash would) and waits for it.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+}
+
+// Restart kills the server and starts it again on the same port and
+// directory; it comes back with what its append-only file held.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Kill()
+	s.start()
+}
+
+// freePort asks the kernel for a free loopback TCP port.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Eventually polls cond every few milliseconds until it returns true or
+// timeout passes, then fails the test with msg.
+func Eventually(t testing.TB, timeout time.Duration, msg string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v: %s", timeout, msg)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Name returns a name unique within the test binary, for queues.
+func Name(prefix string) string {
+	nameMu.Lock()
+	defer nameMu.Unlock()
+	nameSeq++
+	return fmt.Sprintf("%s-%d", prefix, nameSeq)
+}
+
+var (
+	nameMu  sync.Mutex
+	nameSeq int
+)

@@ -1,0 +1,263 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/pkg/job"
+)
+
+// Queues returns the names of all queues that ever had a job submitted or
+// were paused, sorted.
+func (c *Client) Queues(ctx context.Context) ([]string, error) {
+	qs, err := c.rdb.SMembers(ctx, keyQueues).Result()
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(qs)
+	return qs, nil
+}
+
+// Get returns the job with id from whichever queue holds it, or ErrNotFound
+// when no queue does (it may have been pruned: ask the history store).
+func (c *Client) Get(ctx context.Context, id string) (*job.Job, error) {
+	k, err := c.locate(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return c.getIn(ctx, k, id)
+}
+
+// locate finds the queue whose keys hold job id, with one pipelined round
+// trip over the known queues.
+func (c *Client) locate(ctx context.Context, id string) (*queueKeys, error) {
+	if !validID(id) {
+		return nil, ErrNotFound
+	}
+	qs, err := c.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(qs))
+	for i, q := range qs {
+		cmds[i] = pipe.Exists(ctx, c.keysFor(q).job(id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	for i, cmd := range cmds {
+		if cmd.Val() == 1 {
+			return c.keysFor(qs[i]), nil
+		}
+	}
+	return nil, ErrNotFound
+}
+
+func validID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	return !strings.ContainsAny(id, "{}:, \t\r\n")
+}
+
+func (c *Client) getIn(ctx context.Context, k *queueKeys, id string) (*job.Job, error) {
+	h, err := c.rdb.HGetAll(ctx, k.job(id)).Result()
+	if err != nil {
+		return nil, err
+	}
+	if len(h) == 0 {
+		return nil, ErrNotFound
+	}
+	return decodeJob(h), nil
+}
+
+// decodeJob turns a job hash into a Job.
+func decodeJob(h map[string]string) *job.Job {
+	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
+	f64 := func(s string) float64 { f, _ := strconv.ParseFloat(s, 64); return f }
+	ts := func(s string) time.Time { n, _ := strconv.ParseInt(s, 10, 64); return msTime(n) }
+	opt := func(s string) *time.Time {
+		if s == "" {
+			return nil
+		}
+		t := ts(s)
+		return &t
+	}
+	j := &job.Job{
+		ID:             h["id"],
+		Queue:          h["queue"],
+		Type:           h["type"],
+		Priority:       job.Priority(h["priority"]),
+		State:          job.State(h["state"]),
+		Attempt:        atoi(h["attempt"]),
+		MaxAttempts:    atoi(h["max_attempts"]),
+		TimeoutSeconds: atoi(h["timeout"]),
+		Backoff:        job.Backoff{BaseSeconds: f64(h["backoff_base"]), MaxSeconds: f64(h["backoff_max"])},
+		RunAt:          ts(h["run_at"]),
+		IdempotencyKey: h["idempotency_key"],
+		CreatedAt:      ts(h["created_at"]),
+		StartedAt:      opt(h["started_at"]),
+		FinishedAt:     opt(h["finished_at"]),
+		WorkerID:       h["worker_id"],
+		LastError:      h["last_error"],
+	}
+	if p := h["payload"]; p != "" {
+		j.Payload = json.RawMessage(p)
+	}
+	if r := h["result"]; r != "" {
+		j.Result = json.RawMessage(r)
+	}
+	if d := h["depends_on"]; d != "" {
+		j.DependsOn = strings.Split(d, ",")
+	}
+	return j
+}
+
+// QueueStats is a queue's counts, as GET /v1/queues reports them.
+type QueueStats struct {
+	Name               string           `json:"name"`
+	Paused             bool             `json:"paused"`
+	Queued             map[string]int64 `json:"queued"`
+	Scheduled          int64            `json:"scheduled"`
+	Active             int64            `json:"active"`
+	Waiting            int64            `json:"waiting"`
+	Dead               int64            `json:"dead"`
+	SubmittedTotal     int64            `json:"submitted_total"`
+	SucceededTotal     int64            `json:"succeeded_total"`
+	FailedTotal        int64            `json:"failed_total"`
+	ProcessedPerSecond float64          `json:"processed_per_second"`
+}
+
+// rateWindow is how many whole seconds processed_per_second averages over.
+const rateWindow = 10
+
+// Stats returns the counts of the given queues (all known queues when none
+// is named) in one pipelined round trip.
+func (c *Client) Stats(ctx context.Context, queues ...string) ([]QueueStats, error) {
+	if len(queues) == 0 {
+		var err error
+		if queues, err = c.Queues(ctx); err != nil {
+			return nil, err
+		}
+	}
+	nowSec := c.opts.Now().Unix()
+	pipe := c.rdb.Pipeline()
+	type cmds struct {
+		high, normal, low, sched, active, waiting, dead, paused *redis.IntCmd
+		totals                                                   *redis.SliceCmd
+		rate                                                     []*redis.StringCmd
+	}
+	all := make([]cmds, len(queues))
+	for i, q := range queues {
+		k := c.keysFor(q)
+		cm := cmds{
+			high:    pipe.LLen(ctx, k.key(kHigh)),
+			normal:  pipe.LLen(ctx, k.key(kNormal)),
+			low:     pipe.LLen(ctx, k.key(kLow)),
+			sched:   pipe.ZCard(ctx, k.key(kScheduled)),
+			active:  pipe.ZCard(ctx, k.key(kLeases)),
+			waiting: pipe.ZCard(ctx, k.key(kWaiting)),
+			dead:    pipe.ZCard(ctx, k.key(kDead)),
+			paused:  pipe.Exists(ctx, k.key(kPaused)),
+			totals:  pipe.HMGet(ctx, k.key(kStats), "submitted_total", "succeeded_total", "failed_total"),
+		}
+		for s := int64(1); s <= rateWindow; s++ {
+			cm.rate = append(cm.rate, pipe.Get(ctx, k.tput(nowSec-s)))
+		}
+		all[i] = cm
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	out := make([]QueueStats, len(queues))
+	for i, q := range queues {
+		cm := all[i]
+		tot := cm.totals.Val()
+		num := func(i int) int64 {
+			if i >= len(tot) {
+				return 0
+			}
+			s, _ := tot[i].(string)
+			n, _ := strconv.ParseInt(s, 10, 64)
+			return n
+		}
+		var processed int64
+		for _, r := range cm.rate {
+			n, _ := strconv.ParseInt(r.Val(), 10, 64)
+			processed += n
+		}
+		out[i] = QueueStats{
+			Name:               q,
+			Paused:             cm.paused.Val() == 1,
+			Queued:             map[string]int64{"high": cm.high.Val(), "normal": cm.normal.Val(), "low": cm.low.Val()},
+			Scheduled:          cm.sched.Val(),
+			Active:             cm.active.Val(),
+			Waiting:            cm.waiting.Val(),
+			Dead:               cm.dead.Val(),
+			SubmittedTotal:     num(0),
+			SucceededTotal:     num(1),
+			FailedTotal:        num(2),
+			ProcessedPerSecond: float64(processed) / rateWindow,
+		}
+	}
+	return out, nil
+}
+
+// Dead returns up to limit dead jobs of queue, newest first, starting after
+// cursor ("" for the first page), and the cursor of the next page ("" when
+// there is none). The cursor is opaque to callers.
+func (c *Client) Dead(ctx context.Context, queue string, limit int, cursor string) ([]*job.Job, string, error) {
+	k := c.keysFor(queue)
+	maxScore := "+inf"
+	var afterID string
+	if cursor != "" {
+		score, id, ok := strings.Cut(cursor, "_")
+		if _, err := strconv.ParseInt(score, 10, 64); !ok || err != nil || !validID(id) {
+			return nil, "", fmt.Errorf("%w: bad cursor", ErrInvalidCursor)
+		}
+		maxScore, afterID = score, id
+	}
+	// Fetch one page plus the entries that share the cursor's score.
+	zs, err := c.rdb.ZRevRangeByScoreWithScores(ctx, k.key(kDead), &redis.ZRangeBy{Max: maxScore, Min: "-inf", Count: int64(limit) + 100}).Result()
+	if err != nil {
+		return nil, "", err
+	}
+	if afterID != "" {
+		for i, z := range zs {
+			if z.Member.(string) == afterID {
+				zs = zs[i+1:]
+				break
+			}
+		}
+	}
+	next := ""
+	if len(zs) > limit {
+		zs = zs[:limit]
+		last := zs[len(zs)-1]
+		next = strconv.FormatInt(int64(last.Score), 10) + "_" + last.Member.(string)
+	}
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(zs))
+	for i, z := range zs {
+		cmds[i] = pipe.HGetAll(ctx, k.job(z.Member.(string)))
+	}
+	if len(cmds) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, "", err
+		}
+	}
+	out := make([]*job.Job, 0, len(cmds))
+	for _, cmd := range cmds {
+		if h := cmd.Val(); len(h) > 0 {
+			out = append(out, decodeJob(h))
+		}
+	}
+	return out, next, nil
+}

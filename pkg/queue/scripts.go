@@ -1,0 +1,48 @@
+package queue
+
+import (
+	"embed"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed lua/*.lua
+var luaFS embed.FS
+
+// scripts holds every transition script, each prefixed with lua/lib.lua.
+type scripts struct {
+	submit, claim, complete, reclaim, release, promote, cancel, retry, purge, prune, resume *redis.Script
+}
+
+func loadScripts() *scripts {
+	lib := mustRead("lib.lua")
+	mk := func(name string) *redis.Script {
+		return redis.NewScript(lib + "\n-- " + strings.Repeat("-", 60) + "\n" + mustRead(name))
+	}
+	return &scripts{
+		submit:   mk("submit.lua"),
+		claim:    mk("claim.lua"),
+		complete: mk("complete.lua"),
+		reclaim:  mk("reclaim.lua"),
+		release:  mk("release.lua"),
+		promote:  mk("promote.lua"),
+		cancel:   mk("cancel.lua"),
+		retry:    mk("retry.lua"),
+		purge:    mk("purge.lua"),
+		prune:    mk("prune.lua"),
+		resume:   mk("resume.lua"),
+	}
+}
+
+func (s *scripts) all() []*redis.Script {
+	return []*redis.Script{s.submit, s.claim, s.complete, s.reclaim, s.release, s.promote, s.cancel, s.retry, s.purge, s.prune, s.resume}
+}
+
+func mustRead(name string) string {
+	b, err := luaFS.ReadFile("lua/" + name)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}

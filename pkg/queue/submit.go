@@ -1,0 +1,155 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sundialhq/sundial/pkg/job"
+)
+
+// Submitted is the outcome of submitting one job.
+type Submitted struct {
+	Job *job.Job
+	// Duplicate is true when the idempotency key named a job submitted
+	// earlier; Job is then that earlier job and nothing new was created.
+	Duplicate bool
+}
+
+// DependencyError says that dependency Dep of job Index in a submission
+// cannot be used. Reason is "not_found", "other_queue", "forward" or
+// "failed".
+type DependencyError struct {
+	Index, Dep int
+	Reason     string
+	Detail     string
+}
+
+func (e *DependencyError) Error() string {
+	switch e.Reason {
+	case "not_found":
+		return fmt.Sprintf("job %s not found in this queue", e.Detail)
+	case "other_queue":
+		return "dependencies must be in the same queue"
+	case "forward":
+		return "may only name an earlier job of the batch"
+	case "failed":
+		return "dependency already ended " + e.Detail
+	}
+	return e.Reason
+}
+
+// Field returns the input field at fault, e.g. "jobs[3].depends_on[0]".
+func (e *DependencyError) Field(batch bool) string {
+	f := fmt.Sprintf("depends_on[%d]", e.Dep)
+	if batch {
+		f = fmt.Sprintf("jobs[%d].%s", e.Index, f)
+	}
+	return f
+}
+
+// Submit stores jobs built by job.Spec.Build, all or nothing. A dependency
+// may name an earlier job of the same call as "#n". Jobs of one queue are
+// written by one script call; a batch over several queues is checked in full
+// before any queue is written.
+func (c *Client) Submit(ctx context.Context, jobs []*job.Job) ([]Submitted, error) {
+	if err := resolveBatchRefs(jobs); err != nil {
+		return nil, err
+	}
+	byQueue := map[string][]int{}
+	var order []string
+	for i, j := range jobs {
+		if _, ok := byQueue[j.Queue]; !ok {
+			order = append(order, j.Queue)
+		}
+		byQueue[j.Queue] = append(byQueue[j.Queue], i)
+	}
+	if len(order) > 1 {
+		for _, q := range order {
+			if _, err := c.submitQueue(ctx, q, jobs, byQueue[q], true); err != nil {
+				return nil, err
+			}
+		}
+	}
+	out := make([]Submitted, len(jobs))
+	for _, q := range order {
+		res, err := c.submitQueue(ctx, q, jobs, byQueue[q], false)
+		if err != nil {
+			return nil, err
+		}
+		for n, i := range byQueue[q] {
+			out[i] = res[n]
+		}
+	}
+	return out, nil
+}
+
+// resolveBatchRefs replaces "#n" dependencies with the id of job n.
+func resolveBatchRefs(jobs []*job.Job) error {
+	for i, j := range jobs {
+		for d, dep := range j.DependsOn {
+			if !strings.HasPrefix(dep, "#") {
+				continue
+			}
+			n, err := strconv.Atoi(dep[1:])
+			if err != nil || n < 0 || n >= i {
+				return &DependencyError{Index: i, Dep: d, Reason: "forward"}
+			}
+			if jobs[n].Queue != j.Queue {
+				return &DependencyError{Index: i, Dep: d, Reason: "other_queue"}
+			}
+			j.DependsOn[d] = jobs[n].ID
+		}
+	}
+	return nil
+}
+
+func (c *Client) submitQueue(ctx context.Context, queue string, jobs []*job.Job, idx []int, dryRun bool) ([]Submitted, error) {
+	k := c.keysFor(queue)
+	if !dryRun {
+		if err := c.register(ctx, queue); err != nil {
+			return nil, err
+		}
+	}
+	args := make([]any, 0, 3+12*len(idx))
+	dry := "0"
+	if dryRun {
+		dry = "1"
+	}
+	args = append(args, len(idx), c.opts.IdempotencyWindow.Milliseconds(), dry)
+	for _, i := range idx {
+		j := jobs[i]
+		payload := string(j.Payload)
+		args = append(args, j.ID, j.Type, payload, string(j.Priority), j.MaxAttempts, j.TimeoutSeconds,
+			j.Backoff.BaseSeconds, j.Backoff.MaxSeconds, j.RunAt.UnixMilli(), j.CreatedAt.UnixMilli(),
+			j.IdempotencyKey, strings.Join(j.DependsOn, ","))
+	}
+	res, err := c.run(ctx, c.scripts.submit, k, c.opts.Now(), args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("submit: %w", err)
+	}
+	if res[0] == "err" {
+		i, _ := strconv.Atoi(res[1])
+		d, _ := strconv.Atoi(res[2])
+		return nil, &DependencyError{Index: idx[i], Dep: d, Reason: res[3], Detail: res[4]}
+	}
+	if dryRun {
+		return nil, nil
+	}
+	out := make([]Submitted, len(idx))
+	for n, i := range idx {
+		id, flag := res[1+2*n], res[2+2*n]
+		if flag == "dup" {
+			prev, err := c.getIn(ctx, k, id)
+			if err != nil {
+				return nil, err
+			}
+			out[n] = Submitted{Job: prev, Duplicate: true}
+			continue
+		}
+		j := jobs[i]
+		out[n] = Submitted{Job: j}
+	}
+	return out, nil
+}
