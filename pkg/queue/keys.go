@@ -8,11 +8,11 @@ const prefix = "sundial:"
 
 // Global keys (not tied to one queue).
 const (
-	keyQueues       = prefix + "queues"       // set of known queue names
-	keyWorkers      = prefix + "workers"      // zset worker id → last heartbeat ms
-	keyWorkerPrefix = prefix + "worker:"      // hash per worker
-	chanWake        = prefix + "poller:wake"  // pub/sub: an earlier due time arrived
-	chanCancel      = prefix + "cancel"       // pub/sub: an active job was cancelled
+	keyQueues       = prefix + "queues"      // set of known queue names
+	keyWorkers      = prefix + "workers"     // zset worker id → last heartbeat ms
+	keyWorkerPrefix = prefix + "worker:"     // hash per worker
+	chanWake        = prefix + "poller:wake" // pub/sub: an earlier due time arrived
+	chanCancel      = prefix + "cancel"      // pub/sub: an active job was cancelled
 )
 
 // queueKeys are the keys of one queue, in the order every script receives

@@ -151,8 +151,8 @@ func (c *Client) Stats(ctx context.Context, queues ...string) ([]QueueStats, err
 	pipe := c.rdb.Pipeline()
 	type cmds struct {
 		high, normal, low, sched, active, waiting, dead, paused *redis.IntCmd
-		totals                                                   *redis.SliceCmd
-		rate                                                     []*redis.StringCmd
+		totals                                                  *redis.SliceCmd
+		rate                                                    []*redis.StringCmd
 	}
 	all := make([]cmds, len(queues))
 	for i, q := range queues {
