@@ -1,0 +1,289 @@
+// Package config reads Sundial's configuration from the environment into a
+// typed Config, with defaults and validation in one table, so every binary
+// fails fast with a clear message on a bad value and prints what it runs with.
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// QueueWeight is a queue a worker or poller serves, with its weight.
+type QueueWeight struct {
+	Name   string
+	Weight int
+}
+
+// Config is the configuration shared by Sundial's binaries; each reads the
+// parts it needs.
+type Config struct {
+	RedisURL          string
+	MongoURI          string
+	MongoDB           string
+	HTTPAddr          string
+	APIKeys           []string
+	RateLimit         string
+	AllowedOrigins    []string
+	Queues            []QueueWeight
+	Concurrency       int
+	MaxBodyBytes      int64
+	MaxBatchBodyBytes int64
+	LogLevel          slog.Level
+	LogFormat         string
+	ShutdownTimeout   time.Duration
+	JobRetention      time.Duration
+	LeaseGrace        time.Duration
+	EventsMaxLen      int64
+	HeartbeatInterval time.Duration
+	WorkerID          string
+}
+
+// Var describes one environment variable.
+type Var struct {
+	Name    string
+	Default string
+	Meaning string
+	Secret  bool
+	set     func(c *Config, v string) error
+}
+
+// Vars is the table of every variable, in documentation order.
+var Vars = []Var{
+	{"SUNDIAL_REDIS_URL", "redis://127.0.0.1:6379/0", "Redis: redis:// or rediss:// URL, redis+sentinel://[:password@]host:port[,host:port]/master[/db], or a comma list of cluster nodes host:port,host:port", true, func(c *Config, v string) error {
+		c.RedisURL = v
+		_, err := RedisOptions(v)
+		return err
+	}},
+	{"SUNDIAL_MONGO_URI", "mongodb://127.0.0.1:27017", "MongoDB connection string (history store)", true, func(c *Config, v string) error {
+		if !strings.HasPrefix(v, "mongodb://") && !strings.HasPrefix(v, "mongodb+srv://") {
+			return fmt.Errorf("must start with mongodb:// or mongodb+srv://")
+		}
+		c.MongoURI = v
+		return nil
+	}},
+	{"SUNDIAL_MONGO_DB", "sundial", "MongoDB database name", false, func(c *Config, v string) error {
+		if v == "" || strings.ContainsAny(v, "/\\. \"$") {
+			return fmt.Errorf("must be a valid database name")
+		}
+		c.MongoDB = v
+		return nil
+	}},
+	{"SUNDIAL_HTTP_ADDR", "127.0.0.1:8080", "API listen address host:port", false, func(c *Config, v string) error {
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			return fmt.Errorf("must be host:port")
+		}
+		c.HTTPAddr = v
+		return nil
+	}},
+	{"SUNDIAL_API_KEYS", "", "comma-separated bearer API keys; empty = open API (development only)", true, func(c *Config, v string) error {
+		c.APIKeys = splitList(v)
+		return nil
+	}},
+	{"SUNDIAL_RATE_LIMIT", "1000-S", "requests per API key (or client IP when open), limiter format <n>-<S|M|H|D>; 0 disables", false, func(c *Config, v string) error {
+		if v != "0" {
+			n, unit, ok := strings.Cut(v, "-")
+			if i, err := strconv.Atoi(n); !ok || err != nil || i < 1 || !strings.Contains("SMHD", unit) || len(unit) != 1 {
+				return fmt.Errorf("must look like 1000-S, 50000-M, 100-H or 10000-D")
+			}
+		}
+		c.RateLimit = v
+		return nil
+	}},
+	{"SUNDIAL_ALLOWED_ORIGINS", "", "extra browser origins allowed for the websocket and CORS, comma-separated (e.g. http://localhost:5173)", false, func(c *Config, v string) error {
+		c.AllowedOrigins = splitList(v)
+		return nil
+	}},
+	{"SUNDIAL_QUEUES", "default", "queues to serve, comma-separated, in priority order; q:3 gives a weight (weighted random order instead of strict)", false, func(c *Config, v string) error {
+		qs, err := ParseQueues(v)
+		c.Queues = qs
+		return err
+	}},
+	{"SUNDIAL_CONCURRENCY", "10", "worker: jobs run at once (1..10000)", false, intVar(1, 10000, func(c *Config, n int) { c.Concurrency = n })},
+	{"SUNDIAL_MAX_BODY_BYTES", "1048576", "largest request body; the batch endpoint allows 16×", false, func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1024 || n > 1<<30 {
+			return fmt.Errorf("must be a number of bytes between 1024 and 1073741824")
+		}
+		c.MaxBodyBytes, c.MaxBatchBodyBytes = n, 16*n
+		return nil
+	}},
+	{"SUNDIAL_LOG_LEVEL", "info", "debug, info, warn or error", false, func(c *Config, v string) error {
+		return c.LogLevel.UnmarshalText([]byte(v))
+	}},
+	{"SUNDIAL_LOG_FORMAT", "text", "text or json", false, func(c *Config, v string) error {
+		if v != "text" && v != "json" {
+			return fmt.Errorf("must be text or json")
+		}
+		c.LogFormat = v
+		return nil
+	}},
+	{"SUNDIAL_SHUTDOWN_TIMEOUT", "30s", "how long a stopping process waits for running jobs and requests before giving their leases back", false, durVar(0, 24*time.Hour, func(c *Config, d time.Duration) { c.ShutdownTimeout = d })},
+	{"SUNDIAL_JOB_RETENTION", "24h", "poller: how long succeeded and cancelled jobs stay in Redis (history keeps them in MongoDB)", false, durVar(time.Second, 365*24*time.Hour, func(c *Config, d time.Duration) { c.JobRetention = d })},
+	{"SUNDIAL_LEASE_GRACE", "5s", "added to a job's timeout to form its lease: how late a worker may report before the job is retried", false, durVar(100*time.Millisecond, time.Hour, func(c *Config, d time.Duration) { c.LeaseGrace = d })},
+	{"SUNDIAL_EVENTS_MAXLEN", "1000000", "bound of each queue's event stream: events not yet written to MongoDB beyond it are lost", false, func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1000 {
+			return fmt.Errorf("must be a number ≥ 1000")
+		}
+		c.EventsMaxLen = n
+		return nil
+	}},
+	{"SUNDIAL_HEARTBEAT_INTERVAL", "5s", "worker registry heartbeat; a worker missing 3 beats is dropped from the list", false, durVar(100*time.Millisecond, time.Minute, func(c *Config, d time.Duration) { c.HeartbeatInterval = d })},
+	{"SUNDIAL_WORKER_ID", "", "worker id; default <hostname>-<pid>", false, func(c *Config, v string) error {
+		c.WorkerID = v
+		return nil
+	}},
+}
+
+// Load reads the environment through getenv (os.Getenv when nil) and
+// returns the configuration, or an error naming every bad variable.
+func Load(getenv func(string) string) (*Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	c := &Config{}
+	var errs []string
+	for _, v := range Vars {
+		val := strings.TrimSpace(getenv(v.Name))
+		if val == "" {
+			val = v.Default
+		}
+		if err := v.set(c, val); err != nil {
+			shown := val
+			if v.Secret {
+				shown = Mask(val)
+			}
+			errs = append(errs, fmt.Sprintf("%s=%q: %v", v.Name, shown, err))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("invalid configuration:\n  %s", strings.Join(errs, "\n  "))
+	}
+	if c.WorkerID == "" {
+		host, _ := os.Hostname()
+		c.WorkerID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	return c, nil
+}
+
+// Effective returns each variable's effective value as a string, with
+// secrets masked, for the startup log.
+func (c *Config) Effective(getenv func(string) string) []any {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	var out []any
+	for _, v := range Vars {
+		val := getenv(v.Name)
+		if val == "" {
+			val = v.Default
+		}
+		if v.Secret {
+			val = Mask(val)
+		}
+		out = append(out, slog.String(strings.ToLower(strings.TrimPrefix(v.Name, "SUNDIAL_")), val))
+	}
+	return out
+}
+
+// Mask hides passwords in URLs and whole API key lists.
+func Mask(v string) string {
+	if v == "" {
+		return ""
+	}
+	if i := strings.Index(v, "://"); i >= 0 {
+		rest := v[i+3:]
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			return v[:i+3] + "****@" + rest[at+1:]
+		}
+		return v
+	}
+	return fmt.Sprintf("**** (%d keys)", len(splitList(v)))
+}
+
+// QueueNames returns the names of c.Queues.
+func (c *Config) QueueNames() []string {
+	out := make([]string, len(c.Queues))
+	for i, q := range c.Queues {
+		out[i] = q.Name
+	}
+	return out
+}
+
+// ParseQueues parses "a,b:3,c".
+func ParseQueues(v string) ([]QueueWeight, error) {
+	var out []QueueWeight
+	seen := map[string]bool{}
+	for _, part := range splitList(v) {
+		name, w, hasW := strings.Cut(part, ":")
+		weight := 1
+		if hasW {
+			n, err := strconv.Atoi(w)
+			if err != nil || n < 1 || n > 1000 {
+				return nil, fmt.Errorf("weight of %q must be 1..1000", name)
+			}
+			weight = n
+		}
+		if !validQueue(name) {
+			return nil, fmt.Errorf("queue %q must match [a-z0-9_-]{1,64}", name)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("queue %q listed twice", name)
+		}
+		seen[name] = true
+		out = append(out, QueueWeight{Name: name, Weight: weight})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("name at least one queue")
+	}
+	return out, nil
+}
+
+func validQueue(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func intVar(lo, hi int, set func(*Config, int)) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("must be a whole number between %d and %d", lo, hi)
+		}
+		set(c, n)
+		return nil
+	}
+}
+
+func durVar(lo, hi time.Duration, set func(*Config, time.Duration)) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < lo || d > hi {
+			return fmt.Errorf("must be a duration such as 30s or 5m between %v and %v", lo, hi)
+		}
+		set(c, d)
+		return nil
+	}
+}

@@ -1,0 +1,75 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisOptions turns SUNDIAL_REDIS_URL into go-redis universal options:
+//   - redis://[user:pass@]host:port[/db] and rediss:// (TLS): one server;
+//   - redis+sentinel://[:pass@]host:port[,host:port…]/master[/db]: Sentinel;
+//   - host:port,host:port[,…] (no scheme): a Redis Cluster's seed nodes.
+func RedisOptions(raw string) (*redis.UniversalOptions, error) {
+	switch {
+	case strings.HasPrefix(raw, "redis://"), strings.HasPrefix(raw, "rediss://"):
+		o, err := redis.ParseURL(raw)
+		if err != nil {
+			return nil, fmt.Errorf("not a valid redis URL")
+		}
+		return &redis.UniversalOptions{
+			Addrs: []string{o.Addr}, Username: o.Username, Password: o.Password,
+			DB: o.DB, TLSConfig: o.TLSConfig,
+		}, nil
+	case strings.HasPrefix(raw, "redis+sentinel://"):
+		rest := strings.TrimPrefix(raw, "redis+sentinel://")
+		var password string
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			cred := rest[:at]
+			rest = rest[at+1:]
+			if _, p, ok := strings.Cut(cred, ":"); ok {
+				password, _ = url.PathUnescape(p)
+			}
+		}
+		hosts, path, _ := strings.Cut(rest, "/")
+		parts := strings.Split(path, "/")
+		if hosts == "" || parts[0] == "" {
+			return nil, fmt.Errorf("sentinel URL needs hosts and a master name: redis+sentinel://host:26379/mymaster")
+		}
+		o := &redis.UniversalOptions{Addrs: strings.Split(hosts, ","), MasterName: parts[0], Password: password}
+		if len(parts) > 1 && parts[1] != "" {
+			db, err := strconv.Atoi(parts[1])
+			if err != nil {
+				return nil, fmt.Errorf("sentinel URL: bad db number")
+			}
+			o.DB = db
+		}
+		return o, nil
+	case strings.Contains(raw, "://"):
+		return nil, fmt.Errorf("scheme must be redis://, rediss:// or redis+sentinel://")
+	default:
+		addrs := splitList(raw)
+		if len(addrs) == 0 {
+			return nil, fmt.Errorf("empty")
+		}
+		for _, a := range addrs {
+			if !strings.Contains(a, ":") {
+				return nil, fmt.Errorf("cluster node %q must be host:port", a)
+			}
+		}
+		// Two or more seeds, or one seed without a scheme: cluster mode.
+		return &redis.UniversalOptions{Addrs: addrs, IsClusterMode: true}, nil
+	}
+}
+
+// NewRedis returns a go-redis universal client for SUNDIAL_REDIS_URL.
+func NewRedis(raw string) (redis.UniversalClient, error) {
+	o, err := RedisOptions(raw)
+	if err != nil {
+		return nil, err
+	}
+	return redis.NewUniversalClient(o), nil
+}
