@@ -1,0 +1,44 @@
+// Package history writes every job event from the queues' Redis streams to
+// MongoDB and answers history queries (search, a job's events, finished
+// jobs that have left Redis). It never sits on the hot path: the queue keeps
+// working while MongoDB is slow or down.
+package history
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/job"
+)
+
+// Errors returned by a Reader. Callers test them with errors.Is.
+var (
+	ErrNotFound      = errors.New("not found in history")
+	ErrInvalidCursor = errors.New("invalid cursor")
+)
+
+// Query filters a history search. Zero fields do not filter.
+type Query struct {
+	Queue  string
+	Type   string
+	State  job.State
+	From   time.Time // created_at ≥ From
+	To     time.Time // created_at < To
+	Limit  int       // 1..500; 0 means 50
+	Cursor string    // opaque, from a previous page
+}
+
+// Reader answers history queries. The HTTP API depends on this interface;
+// *Store implements it over MongoDB.
+type Reader interface {
+	// Search returns jobs matching q, newest first, and the cursor of the
+	// next page ("" on the last page).
+	Search(ctx context.Context, q Query) ([]*job.Job, string, error)
+	// Events returns a job's events, oldest first; ErrNotFound when none.
+	Events(ctx context.Context, jobID string) ([]job.Event, error)
+	// Job returns a job's last recorded state; ErrNotFound when unknown.
+	Job(ctx context.Context, id string) (*job.Job, error)
+	// Ping reports whether the store answers.
+	Ping(ctx context.Context) error
+}
