@@ -1,0 +1,51 @@
+// Package service holds what every Sundial binary's main does the same way:
+// read and print the configuration, build the logger and the Redis client,
+// and run until SIGTERM or SIGINT.
+package service
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/pkg/config"
+)
+
+// Env is what a binary's run function receives.
+type Env struct {
+	Config *config.Config
+	Log    *slog.Logger
+	Redis  redis.UniversalClient
+}
+
+// Main loads the configuration (exiting with status 2 and a clear message
+// when it is invalid), logs it with secrets masked, connects to Redis, and
+// calls run with a context cancelled by SIGTERM or SIGINT. It exits 1 when
+// run returns an error and 0 otherwise.
+func Main(name string, run func(ctx context.Context, env *Env) error) {
+	cfg, err := config.Load(nil)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sundial %s: %v\n", name, err)
+		os.Exit(2)
+	}
+	log := cfg.Logger(os.Stderr).With("service", name)
+	slog.SetDefault(log)
+	log.Info("starting", cfg.Effective(nil)...)
+	rdb, err := config.NewRedis(cfg.RedisURL)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sundial %s: SUNDIAL_REDIS_URL: %v\n", name, err)
+		os.Exit(2)
+	}
+	defer rdb.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, &Env{Config: cfg, Log: log, Redis: rdb}); err != nil {
+		log.Error("exiting", "err", err)
+		os.Exit(1)
+	}
+	log.Info("exited cleanly")
+}

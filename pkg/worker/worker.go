@@ -1,0 +1,523 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+)
+
+// Queue is a queue a worker serves, with a weight for weighted order.
+type Queue struct {
+	Name   string
+	Weight int // ≤ 1 means 1
+}
+
+// Config configures a Worker. Zero values take the documented defaults.
+type Config struct {
+	// Queues to serve. When every weight is 1 they are tried in the given
+	// order (strict); otherwise each claim round orders them at random in
+	// proportion to their weights. Default: "default".
+	Queues []Queue
+	// Concurrency is how many jobs run at once. Default 10.
+	Concurrency int
+	// ID names the worker in the registry and in job records. Default host-pid.
+	ID string
+	// ShutdownTimeout is how long Run waits for running jobs after its
+	// context ends before it gives their leases back. Default 30 s.
+	ShutdownTimeout time.Duration
+	// HeartbeatInterval is how often the worker renews its registry entry.
+	// Default 5 s.
+	HeartbeatInterval time.Duration
+	// IdleWait bounds one blocking wait for new jobs; a safety net only, as
+	// submits wake idle workers directly. A stopping worker may take this
+	// long to notice, as a blocked Redis call cannot be interrupted.
+	// Default 1 s.
+	IdleWait time.Duration
+	// Engine tunes the Redis engine (lease grace, event stream bound).
+	Engine queue.Options
+	// Logger receives the worker's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) fill() {
+	if len(c.Queues) == 0 {
+		c.Queues = []Queue{{Name: job.DefaultQueue}}
+	}
+	for i := range c.Queues {
+		c.Queues[i].Weight = max(c.Queues[i].Weight, 1)
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 10
+	}
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		c.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 5 * time.Second
+	}
+	if c.IdleWait <= 0 {
+		c.IdleWait = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Worker claims and runs jobs. Register handlers with Handle before Run.
+type Worker struct {
+	cfg      Config
+	q        *queue.Client
+	log      *slog.Logger
+	handlers map[string]Handler
+	mw       []Middleware
+	names    []string
+	weighted bool
+	started  time.Time
+
+	mu     sync.Mutex
+	active map[string]*running
+
+	slots     chan struct{} // one token per free slot
+	outcomes  chan result
+	processed atomic.Int64
+	failed    atomic.Int64
+}
+
+type running struct {
+	lease  queue.Lease
+	cancel context.CancelCauseFunc
+}
+
+type result struct {
+	queue   string
+	outcome queue.Outcome
+}
+
+// errCancelled is the cause set on a job's context when the job is cancelled.
+var errCancelled = errors.New("job cancelled")
+
+// errShutdown is the cause set when the worker gives the job back.
+var errShutdown = errors.New("worker shutting down")
+
+// New returns a Worker over rdb.
+func New(rdb redis.UniversalClient, cfg Config) *Worker {
+	cfg.fill()
+	w := &Worker{
+		cfg:      cfg,
+		q:        queue.New(rdb, cfg.Engine),
+		log:      cfg.Logger.With("worker_id", cfg.ID),
+		handlers: map[string]Handler{},
+		active:   map[string]*running{},
+		slots:    make(chan struct{}, cfg.Concurrency),
+		outcomes: make(chan result, cfg.Concurrency),
+	}
+	for _, q := range cfg.Queues {
+		w.names = append(w.names, q.Name)
+		if q.Weight > 1 {
+			w.weighted = true
+		}
+	}
+	for i := 0; i < cfg.Concurrency; i++ {
+		w.slots <- struct{}{}
+	}
+	return w
+}
+
+// ID returns the worker's id.
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Handle registers h for jobs of type typ, replacing any earlier one.
+func (w *Worker) Handle(typ string, h Handler) { w.handlers[typ] = h }
+
+// HandleFunc registers f for jobs of type typ.
+func (w *Worker) HandleFunc(typ string, f func(ctx context.Context, j *job.Job) (any, error)) {
+	w.Handle(typ, HandlerFunc(f))
+}
+
+// Use adds middleware around every handler; the first added is outermost.
+func (w *Worker) Use(mw ...Middleware) { w.mw = append(w.mw, mw...) }
+
+// Run claims and runs jobs until ctx ends, then shuts down gracefully: it
+// stops claiming, waits up to ShutdownTimeout for running jobs, gives the
+// leases of the rest back so they are requeued at once, and returns nil.
+func (w *Worker) Run(ctx context.Context) error {
+	w.started = time.Now().UTC()
+	// Jobs run under their own context, cancelled only past the deadline.
+	jobsCtx, stopJobs := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopJobs(errShutdown)
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var bgWG sync.WaitGroup
+	bgWG.Add(3)
+	go func() { defer bgWG.Done(); w.complete(bg) }()
+	go func() { defer bgWG.Done(); w.heartbeat(bg) }()
+	go func() { defer bgWG.Done(); w.watchCancels(bg) }()
+
+	w.log.Info("worker started", "queues", w.names, "concurrency", w.cfg.Concurrency)
+	var jobsWG sync.WaitGroup
+	w.dispatch(ctx, jobsCtx, &jobsWG)
+
+	// Shutdown.
+	w.log.Info("worker stopping", "running", w.activeCount(), "timeout", w.cfg.ShutdownTimeout)
+	done := make(chan struct{})
+	go func() { jobsWG.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(w.cfg.ShutdownTimeout):
+		w.releaseAll(bg)
+		stopJobs(errShutdown)
+		<-done
+	}
+	// Every outcome has been handed to the completer; wait until it wrote
+	// them, or give up after another ShutdownTimeout (Redis unreachable):
+	// those leases expire and the poller retries the jobs.
+	deadline := time.After(w.cfg.ShutdownTimeout)
+	var orphans chan result
+	for freed := 0; freed < w.cfg.Concurrency; {
+		select {
+		case <-w.slots:
+			freed++
+		case <-deadline:
+			w.log.Error("could not report every outcome before the deadline")
+			stopBG()
+			deadline, orphans = nil, w.outcomes
+		case r := <-orphans:
+			w.finish(r.outcome.ID)
+			freed++
+		}
+	}
+	stopBG()
+	bgWG.Wait()
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := w.q.Unregister(uctx, w.cfg.ID); err != nil {
+		w.log.Warn("unregister worker", "err", err)
+	}
+	w.log.Info("worker stopped", "processed", w.processed.Load(), "failed", w.failed.Load())
+	return nil
+}
+
+// dispatch is the claim loop: while a slot is free it claims as many jobs
+// as there are free slots; when no job is due it blocks on the queues'
+// signal lists until a submit wakes it.
+func (w *Worker) dispatch(ctx, jobsCtx context.Context, wg *sync.WaitGroup) {
+	errDelay := 10 * time.Millisecond
+	for {
+		// Wait for one free slot, then take every other free one.
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.slots:
+		}
+		free := 1
+	take:
+		for {
+			select {
+			case <-w.slots:
+				free++
+			default:
+				break take
+			}
+		}
+		claimed, err := w.claim(ctx, jobsCtx, free, wg)
+		for i := claimed; i < free; i++ {
+			w.slots <- struct{}{}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			w.log.Warn("claim failed; retrying", "err", err, "in", errDelay)
+			sleepCtx(ctx, errDelay)
+			errDelay = min(2*errDelay, 2*time.Second)
+			continue
+		}
+		errDelay = 10 * time.Millisecond
+		if claimed == 0 {
+			if _, err := w.q.WaitForWork(ctx, w.names, w.cfg.IdleWait); err != nil && ctx.Err() == nil {
+				w.log.Warn("wait for work failed", "err", err)
+				sleepCtx(ctx, errDelay)
+			}
+		}
+	}
+}
+
+// claim claims up to free jobs over the queues in order and starts them.
+func (w *Worker) claim(ctx, jobsCtx context.Context, free int, wg *sync.WaitGroup) (int, error) {
+	claimed := 0
+	for _, name := range w.order() {
+		if claimed == free {
+			break
+		}
+		leases, err := w.q.Claim(ctx, name, free-claimed, w.cfg.ID)
+		if err != nil {
+			return claimed, err
+		}
+		for _, l := range leases {
+			claimed++
+			w.start(jobsCtx, name, l, wg)
+		}
+	}
+	return claimed, nil
+}
+
+// order returns the queues in the order to try them this round.
+func (w *Worker) order() []string {
+	if !w.weighted {
+		return w.names
+	}
+	qs := append([]Queue(nil), w.cfg.Queues...)
+	out := make([]string, 0, len(qs))
+	for len(qs) > 0 {
+		total := 0
+		for _, q := range qs {
+			total += q.Weight
+		}
+		r := rand.IntN(total)
+		for i, q := range qs {
+			if r < q.Weight {
+				out = append(out, q.Name)
+				qs = append(qs[:i], qs[i+1:]...)
+				break
+			}
+			r -= q.Weight
+		}
+	}
+	return out
+}
+
+func (w *Worker) start(jobsCtx context.Context, queueName string, l queue.Lease, wg *sync.WaitGroup) {
+	ctx, cancel := context.WithCancelCause(jobsCtx)
+	w.mu.Lock()
+	w.active[l.Job.ID] = &running{lease: l, cancel: cancel}
+	w.mu.Unlock()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		o, report := w.execute(ctx, l)
+		cancel(nil)
+		if !report {
+			w.finish(l.Job.ID)
+			w.slots <- struct{}{}
+			return
+		}
+		w.outcomes <- result{queue: queueName, outcome: o}
+	}()
+}
+
+// execute runs the handler for one lease and returns the outcome to report,
+// or report=false when the job was cancelled or given back meanwhile.
+func (w *Worker) execute(ctx context.Context, l queue.Lease) (o queue.Outcome, report bool) {
+	j := l.Job
+	o = queue.Outcome{ID: j.ID, Token: l.Token, WorkerID: w.cfg.ID}
+	h, ok := w.handlers[j.Type]
+	if !ok {
+		o.Kind, o.Error = queue.OutcomeDead, fmt.Sprintf("no handler for type %q", j.Type)
+		return o, true
+	}
+	for i := len(w.mw) - 1; i >= 0; i-- {
+		h = w.mw[i](h)
+	}
+	tctx, cancel := context.WithTimeout(ctx, j.Timeout())
+	defer cancel()
+	res, err := w.call(tctx, h, j)
+	if cause := context.Cause(ctx); cause == errCancelled || cause == errShutdown {
+		return o, false
+	}
+	if err == nil {
+		b, merr := json.Marshal(res)
+		if res == nil {
+			b, merr = nil, nil
+		}
+		if merr != nil {
+			err = NoRetry(fmt.Errorf("result is not JSON-encodable: %v", merr))
+		} else {
+			o.Kind, o.Result = queue.OutcomeSucceeded, b
+			return o, true
+		}
+	}
+	if ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("timeout after %ds: %w", j.TimeoutSeconds, err)
+	}
+	o.Kind, o.Error = queue.OutcomeFailed, err.Error()
+	if errors.Is(err, ErrNoRetry) {
+		o.Kind = queue.OutcomeDead
+	}
+	return o, true
+}
+
+// call runs h, turning a panic into a failed attempt; the stack goes to the
+// log, not into the job.
+func (w *Worker) call(ctx context.Context, h Handler, j *job.Job) (res any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.log.Error("handler panicked", "job_id", j.ID, "type", j.Type, "attempt", j.Attempt, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			res, err = nil, fmt.Errorf("handler panicked: %v", r)
+		}
+	}()
+	return h.Work(ctx, j)
+}
+
+// complete writes outcomes in batches: it takes what is waiting, writes one
+// script call per queue, then frees the slots.
+func (w *Worker) complete(ctx context.Context) {
+	batch := make([]result, 0, w.cfg.Concurrency)
+	for {
+		var first result
+		select {
+		case <-ctx.Done():
+			return
+		case first = <-w.outcomes:
+		}
+		batch = append(batch[:0], first)
+	more:
+		for len(batch) < cap(batch) {
+			select {
+			case r := <-w.outcomes:
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		w.write(ctx, batch)
+		for _, r := range batch {
+			w.finish(r.outcome.ID)
+			w.slots <- struct{}{}
+		}
+	}
+}
+
+// write reports a batch of outcomes, retrying while Redis is unreachable.
+// If it cannot before ctx ends, the leases expire and the poller retries
+// the jobs (at least once).
+func (w *Worker) write(ctx context.Context, batch []result) {
+	byQueue := map[string][]queue.Outcome{}
+	for _, r := range batch {
+		byQueue[r.queue] = append(byQueue[r.queue], r.outcome)
+	}
+	for name, outs := range byQueue {
+		delay := 10 * time.Millisecond
+		for {
+			st, err := w.q.Complete(ctx, name, outs)
+			if err == nil {
+				for i, s := range st {
+					w.record(outs[i], s)
+				}
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			w.log.Warn("reporting outcomes failed; retrying", "queue", name, "jobs", len(outs), "err", err)
+			sleepCtx(ctx, delay)
+			delay = min(2*delay, 2*time.Second)
+		}
+	}
+}
+
+func (w *Worker) record(o queue.Outcome, s queue.Status) {
+	w.processed.Add(1)
+	switch s {
+	case queue.StatusStale:
+		w.log.Warn("outcome refused: lease lost", "job_id", o.ID)
+	case queue.StatusSucceeded:
+	default:
+		w.failed.Add(1)
+		w.log.Info("attempt failed", "job_id", o.ID, "status", string(s), "error", o.Error)
+	}
+}
+
+func (w *Worker) finish(id string) {
+	w.mu.Lock()
+	delete(w.active, id)
+	w.mu.Unlock()
+}
+
+func (w *Worker) activeCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.active)
+}
+
+// releaseAll gives back the leases of every running job.
+func (w *Worker) releaseAll(ctx context.Context) {
+	byQueue := map[string][]queue.Lease{}
+	w.mu.Lock()
+	for _, r := range w.active {
+		byQueue[r.lease.Job.Queue] = append(byQueue[r.lease.Job.Queue], r.lease)
+	}
+	w.mu.Unlock()
+	for name, leases := range byQueue {
+		n, err := w.q.Release(ctx, name, leases)
+		if err != nil {
+			w.log.Error("giving leases back failed; they will expire", "queue", name, "jobs", len(leases), "err", err)
+			continue
+		}
+		w.log.Info("gave leases back", "queue", name, "jobs", n)
+	}
+}
+
+// watchCancels cancels the context of running jobs cancelled through the API.
+func (w *Worker) watchCancels(ctx context.Context) {
+	for id := range w.q.SubscribeCancels(ctx) {
+		w.mu.Lock()
+		r, ok := w.active[id]
+		w.mu.Unlock()
+		if ok {
+			w.log.Info("job cancelled while running", "job_id", id)
+			r.cancel(errCancelled)
+		}
+	}
+}
+
+// heartbeat keeps the worker's registry entry fresh.
+func (w *Worker) heartbeat(ctx context.Context) {
+	t := time.NewTicker(w.cfg.HeartbeatInterval)
+	defer t.Stop()
+	host, _ := os.Hostname()
+	for {
+		w.mu.Lock()
+		ids := make([]string, 0, len(w.active))
+		for id := range w.active {
+			ids = append(ids, id)
+		}
+		w.mu.Unlock()
+		info := queue.WorkerInfo{
+			ID: w.cfg.ID, Hostname: host, PID: os.Getpid(), Queues: w.names,
+			Concurrency: w.cfg.Concurrency, ActiveJobs: ids, StartedAt: w.started,
+			Processed: w.processed.Load(), Failed: w.failed.Load(),
+		}
+		if err := w.q.Heartbeat(ctx, info, 3*w.cfg.HeartbeatInterval); err != nil && ctx.Err() == nil {
+			w.log.Warn("heartbeat failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

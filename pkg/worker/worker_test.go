@@ -1,0 +1,319 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/queue/queuetest"
+	"github.com/sundialhq/sundial/pkg/worker"
+	"github.com/sundialhq/sundial/pkg/worker/builtin"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type env struct {
+	rdb *redis.Client
+	q   *queue.Client
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	t.Parallel()
+	srv := queuetest.Start(t)
+	rdb := srv.Client()
+	return &env{rdb: rdb, q: queue.New(rdb, queue.Options{LeaseGrace: 500 * time.Millisecond})}
+}
+
+func (e *env) submit(t *testing.T, specs ...job.Spec) []*job.Job {
+	t.Helper()
+	jobs := make([]*job.Job, len(specs))
+	for i := range specs {
+		j, err := specs[i].Build(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs[i] = j
+	}
+	if _, err := e.q.Submit(context.Background(), jobs); err != nil {
+		t.Fatal(err)
+	}
+	return jobs
+}
+
+func (e *env) state(t *testing.T, id string) *job.Job {
+	t.Helper()
+	j, err := e.q.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func (e *env) waitState(t *testing.T, id string, s job.State) *job.Job {
+	t.Helper()
+	var j *job.Job
+	queuetest.Eventually(t, 10*time.Second, fmt.Sprintf("job %s to reach %s", id, s), func() bool {
+		j = e.state(t, id)
+		return j.State == s
+	})
+	return j
+}
+
+// start runs w until the test ends (or stop is called) and fails the test
+// if Run returns an error.
+func start(t *testing.T, w *worker.Worker) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func newWorker(e *env, cfg worker.Config) *worker.Worker {
+	if cfg.ID == "" {
+		cfg.ID = queuetest.Name("w")
+	}
+	w := worker.New(e.rdb, cfg)
+	builtin.Register(w)
+	return w
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestOutcomes(t *testing.T) {
+	e := newEnv(t)
+	w := newWorker(e, worker.Config{Concurrency: 4})
+	w.HandleFunc("panics", func(context.Context, *job.Job) (any, error) { panic("kaboom") })
+	w.HandleFunc("noretry", func(context.Context, *job.Job) (any, error) {
+		return nil, worker.NoRetry(errors.New("invalid address"))
+	})
+	start(t, w)
+	zero := &job.Backoff{}
+	js := e.submit(t,
+		job.Spec{Type: "sundial.echo", Payload: json.RawMessage(`{"hello":"world"}`)},
+		job.Spec{Type: "sundial.fail", Payload: json.RawMessage(`{"times":2,"message":"boom"}`), MaxAttempts: ptr(3), Backoff: zero},
+		job.Spec{Type: "sundial.fail", Payload: json.RawMessage(`{"times":5}`), MaxAttempts: ptr(2), Backoff: zero},
+		job.Spec{Type: "nobody.handles.this", MaxAttempts: ptr(5)},
+		job.Spec{Type: "panics", MaxAttempts: ptr(1)},
+		job.Spec{Type: "noretry", MaxAttempts: ptr(5)},
+	)
+	echo := e.waitState(t, js[0].ID, job.Succeeded)
+	if string(echo.Result) != `{"hello":"world"}` || echo.Attempt != 1 {
+		t.Errorf("echo = %+v", echo)
+	}
+	retried := e.waitState(t, js[1].ID, job.Succeeded)
+	if retried.Attempt != 3 || retried.LastError != "boom" {
+		t.Errorf("fail-twice job = attempt %d, last_error %q", retried.Attempt, retried.LastError)
+	}
+	if d := e.waitState(t, js[2].ID, job.Dead); d.Attempt != 2 {
+		t.Errorf("exhausted job attempt = %d", d.Attempt)
+	}
+	if d := e.waitState(t, js[3].ID, job.Dead); d.LastError != `no handler for type "nobody.handles.this"` || d.Attempt != 1 {
+		t.Errorf("unknown type = %+v", d)
+	}
+	if d := e.waitState(t, js[4].ID, job.Dead); d.LastError != "handler panicked: kaboom" {
+		t.Errorf("panic job last_error = %q", d.LastError)
+	}
+	if d := e.waitState(t, js[5].ID, job.Dead); d.Attempt != 1 || d.LastError != "invalid address" {
+		t.Errorf("no-retry job = %+v", d)
+	}
+}
+
+func TestTimeoutFailsTheAttempt(t *testing.T) {
+	e := newEnv(t)
+	start(t, newWorker(e, worker.Config{}))
+	j := e.submit(t, job.Spec{Type: "sundial.sleep", Payload: json.RawMessage(`{"ms":60000}`), TimeoutSeconds: ptr(1), MaxAttempts: ptr(1)})[0]
+	d := e.waitState(t, j.ID, job.Dead)
+	if d.LastError != "timeout after 1s: context deadline exceeded" {
+		t.Fatalf("last_error = %q", d.LastError)
+	}
+}
+
+func TestCancelActiveJobStopsHandler(t *testing.T) {
+	e := newEnv(t)
+	w := newWorker(e, worker.Config{})
+	started := make(chan struct{})
+	stopped := make(chan error, 1)
+	w.HandleFunc("block", func(ctx context.Context, _ *job.Job) (any, error) {
+		close(started)
+		<-ctx.Done()
+		stopped <- ctx.Err()
+		return nil, ctx.Err()
+	})
+	start(t, w)
+	j := e.submit(t, job.Spec{Type: "block"})[0]
+	<-started
+	// The cancel notice is pub/sub: retry the cancel's effect check until the
+	// worker's subscription is live, by cancelling once and waiting.
+	if _, err := e.q.Cancel(context.Background(), j.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-stopped:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("handler ctx err = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler context was not cancelled")
+	}
+	if got := e.state(t, j.ID); got.State != job.Cancelled {
+		t.Fatalf("state = %s", got.State)
+	}
+}
+
+func TestGracefulShutdownGivesLeasesBack(t *testing.T) {
+	e := newEnv(t)
+	w := newWorker(e, worker.Config{ShutdownTimeout: 50 * time.Millisecond})
+	var running atomic.Int32
+	w.HandleFunc("long", func(ctx context.Context, _ *job.Job) (any, error) {
+		running.Add(1)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	stop := start(t, w)
+	js := e.submit(t, job.Spec{Type: "long", TimeoutSeconds: ptr(3600)}, job.Spec{Type: "long", TimeoutSeconds: ptr(3600)})
+	queuetest.Eventually(t, 10*time.Second, "both jobs running", func() bool { return running.Load() == 2 })
+	stop() // returns only after the leases were given back
+	for _, j := range js {
+		got := e.state(t, j.ID)
+		if got.State != job.Queued || got.Attempt != 0 {
+			t.Fatalf("after shutdown job = %s attempt %d, want queued attempt 0", got.State, got.Attempt)
+		}
+	}
+	ws, _ := e.q.Workers(context.Background(), time.Minute)
+	if len(ws) != 0 {
+		t.Fatalf("worker still registered after shutdown: %+v", ws)
+	}
+}
+
+func TestHeartbeatRegistry(t *testing.T) {
+	e := newEnv(t)
+	w := newWorker(e, worker.Config{Concurrency: 7, HeartbeatInterval: 50 * time.Millisecond, Queues: []worker.Queue{{Name: "a"}, {Name: "b", Weight: 2}}})
+	block := make(chan struct{})
+	w.HandleFunc("block", func(context.Context, *job.Job) (any, error) { <-block; return nil, nil })
+	stop := start(t, w)
+	j := e.submit(t, job.Spec{Type: "block", Queue: "b"})[0]
+	queuetest.Eventually(t, 10*time.Second, "worker entry showing the active job", func() bool {
+		ws, err := e.q.Workers(context.Background(), time.Minute)
+		return err == nil && len(ws) == 1 && ws[0].Concurrency == 7 && len(ws[0].ActiveJobs) == 1 &&
+			ws[0].ActiveJobs[0] == j.ID && ws[0].ID == w.ID() && len(ws[0].Queues) == 2
+	})
+	close(block)
+	e.waitState(t, j.ID, job.Succeeded)
+	queuetest.Eventually(t, 10*time.Second, "processed counter", func() bool {
+		ws, _ := e.q.Workers(context.Background(), time.Minute)
+		return len(ws) == 1 && ws[0].Processed == 1 && len(ws[0].ActiveJobs) == 0
+	})
+	stop()
+}
+
+func TestMiddlewareWrapsHandlers(t *testing.T) {
+	e := newEnv(t)
+	w := newWorker(e, worker.Config{})
+	var order []string
+	var mu sync.Mutex
+	mw := func(name string) worker.Middleware {
+		return func(next worker.Handler) worker.Handler {
+			return worker.HandlerFunc(func(ctx context.Context, j *job.Job) (any, error) {
+				mu.Lock()
+				order = append(order, name)
+				mu.Unlock()
+				return next.Work(ctx, j)
+			})
+		}
+	}
+	w.Use(mw("outer"), mw("inner"))
+	start(t, w)
+	j := e.submit(t, job.Spec{Type: "sundial.echo"})[0]
+	e.waitState(t, j.ID, job.Succeeded)
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(order) != "[outer inner]" {
+		t.Fatalf("middleware order = %v", order)
+	}
+}
+
+// Strict priority under two workers × 20 concurrency: with every job due
+// before the workers start, the claims (recorded in order in the queue's
+// event stream) take all high jobs, then all normal, then all low.
+func TestStrictPriorityAcrossWorkers(t *testing.T) {
+	e := newEnv(t)
+	var specs []job.Spec
+	for i := 0; i < 150; i++ {
+		for _, p := range []job.Priority{job.Low, job.Normal, job.High} {
+			specs = append(specs, job.Spec{Type: "sundial.sleep", Payload: json.RawMessage(`{"ms":1}`), Priority: p})
+		}
+	}
+	js := e.submit(t, specs...)
+	prio := map[string]job.Priority{}
+	for _, j := range js {
+		prio[j.ID] = j.Priority
+	}
+	for i := 0; i < 2; i++ {
+		start(t, newWorker(e, worker.Config{Concurrency: 20}))
+	}
+	queuetest.Eventually(t, 30*time.Second, "every job done", func() bool {
+		st, _ := e.q.Stats(context.Background(), "default")
+		return st[0].SucceededTotal == int64(len(js))
+	})
+	xs, err := e.rdb.XRange(context.Background(), queue.EventStreamKey("default"), "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank := map[job.Priority]int{job.High: 0, job.Normal: 1, job.Low: 2}
+	last, starts := 0, 0
+	for _, x := range xs {
+		if x.Values["event"] != "started" {
+			continue
+		}
+		starts++
+		r := rank[prio[x.Values["job_id"].(string)]]
+		if r < last {
+			t.Fatalf("start #%d is %s after a lower priority started", starts, prio[x.Values["job_id"].(string)])
+		}
+		last = r
+	}
+	if starts != len(js) {
+		t.Fatalf("%d starts, want %d", starts, len(js))
+	}
+}
+
+// An idle worker blocks on the queue's signal and starts a new job at once;
+// it does not wait for its safety-net timeout (3 s here, so a job that took
+// longer than 1.5 s would mean the wake-up failed).
+func TestIdleWorkerWakesOnSubmit(t *testing.T) {
+	e := newEnv(t)
+	w := newWorker(e, worker.Config{IdleWait: 3 * time.Second})
+	start(t, w)
+	queuetest.Eventually(t, 10*time.Second, "worker registered", func() bool {
+		ws, _ := e.q.Workers(context.Background(), time.Minute)
+		return len(ws) == 1
+	})
+	for i := 0; i < 3; i++ {
+		j := e.submit(t, job.Spec{Type: "sundial.echo"})[0]
+		done := e.waitState(t, j.ID, job.Succeeded)
+		if took := done.FinishedAt.Sub(j.CreatedAt); took > 1500*time.Millisecond {
+			t.Fatalf("job %d took %v from submit to finish: the idle worker was not woken", i, took)
+		}
+	}
+}
