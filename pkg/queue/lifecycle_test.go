@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 )
@@ -373,5 +374,31 @@ func TestPurgeAndPrune(t *testing.T) {
 		if _, err := e.q.Get(e.ctx, j.ID); !errors.Is(err, queue.ErrNotFound) {
 			t.Fatalf("job %s still readable: %v", j.ID, err)
 		}
+	}
+}
+
+func TestSubmitGuarded(t *testing.T) {
+	e := newEnv(t)
+	key, rec := queue.QueueKey("default", "sched_next"), queue.QueueKey("default", "sched_meta")
+	if err := e.q.Redis().ZAdd(e.ctx, key, redis.Z{Score: 1000, Member: "s1"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g := queue.Guard{Key: key, Member: "s1", Expect: 1000, Next: 2000, Record: rec, Fields: []string{"s1.last_run", "1000"}}
+	if _, err := e.q.SubmitGuarded(e.ctx, g, []*job.Job{e.build(t, job.Spec{Type: "t"})}); err != nil {
+		t.Fatal(err)
+	}
+	// The same fire time again: refused, nothing written.
+	if _, err := e.q.SubmitGuarded(e.ctx, g, []*job.Job{e.build(t, job.Spec{Type: "t"})}); !errors.Is(err, queue.ErrGuardMismatch) {
+		t.Fatalf("second guarded submit: %v", err)
+	}
+	if s, _ := e.q.Redis().ZScore(e.ctx, key, "s1").Result(); s != 2000 {
+		t.Fatalf("guard score = %v", s)
+	}
+	if v, _ := e.q.Redis().HGet(e.ctx, rec, "s1.last_run").Result(); v != "1000" {
+		t.Fatalf("record = %q", v)
+	}
+	st, _ := e.q.Stats(e.ctx, "default")
+	if st[0].Queued["normal"] != 1 {
+		t.Fatalf("queued = %d, want exactly 1", st[0].Queued["normal"])
 	}
 }

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -105,7 +106,52 @@ func resolveBatchRefs(jobs []*job.Job) error {
 	return nil
 }
 
+// Guard makes a submit conditional on a compare-and-set: the jobs are
+// written only while Member's score in the sorted set Key equals Expect, and
+// in the same script the score becomes Next (or the member is removed when
+// Remove is set) and Fields are written to the hash Record. Key and Record
+// must be keys of the jobs' queue (see QueueKey), so that the whole change
+// is one atomic script, in Redis Cluster too.
+type Guard struct {
+	Key, Member  string
+	Expect, Next int64
+	Remove       bool
+	Record       string
+	Fields       []string // field, value, field, value…
+}
+
+// ErrGuardMismatch: a guarded submit found another score than expected and
+// wrote nothing.
+var ErrGuardMismatch = errors.New("guard mismatch: someone else moved it")
+
+// SubmitGuarded submits jobs, all of one queue, under g. It returns
+// ErrGuardMismatch when the guard did not hold.
+func (c *Client) SubmitGuarded(ctx context.Context, g Guard, jobs []*job.Job) ([]Submitted, error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	if err := resolveBatchRefs(jobs); err != nil {
+		return nil, err
+	}
+	idx := make([]int, len(jobs))
+	for i, j := range jobs {
+		if j.Queue != jobs[0].Queue {
+			return nil, fmt.Errorf("guarded submit: jobs of more than one queue")
+		}
+		idx[i] = i
+	}
+	return c.submitQueueGuarded(ctx, jobs[0].Queue, jobs, idx, false, &g)
+}
+
+// QueueKey returns a key named suffix in queue's cluster slot, for data that
+// must change atomically with the queue's jobs (e.g. schedules).
+func QueueKey(queue, suffix string) string { return keysFor(queue).tag + suffix }
+
 func (c *Client) submitQueue(ctx context.Context, queue string, jobs []*job.Job, idx []int, dryRun bool) ([]Submitted, error) {
+	return c.submitQueueGuarded(ctx, queue, jobs, idx, dryRun, nil)
+}
+
+func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*job.Job, idx []int, dryRun bool, g *Guard) ([]Submitted, error) {
 	k := c.keysFor(queue)
 	if !dryRun {
 		if err := c.register(ctx, queue); err != nil {
@@ -118,6 +164,18 @@ func (c *Client) submitQueue(ctx context.Context, queue string, jobs []*job.Job,
 		dry = "1"
 	}
 	args = append(args, len(idx), c.opts.IdempotencyWindow.Milliseconds(), dry)
+	if g == nil {
+		args = append(args, "", "", 0, "", "", 0)
+	} else {
+		next := strconv.FormatInt(g.Next, 10)
+		if g.Remove {
+			next = ""
+		}
+		args = append(args, g.Key, g.Member, g.Expect, next, g.Record, len(g.Fields)/2)
+		for _, f := range g.Fields[:len(g.Fields)/2*2] {
+			args = append(args, f)
+		}
+	}
 	for _, i := range idx {
 		j := jobs[i]
 		payload := string(j.Payload)
@@ -128,6 +186,9 @@ func (c *Client) submitQueue(ctx context.Context, queue string, jobs []*job.Job,
 	res, err := c.run(ctx, c.scripts.submit, k, c.opts.Now(), args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("submit: %w", err)
+	}
+	if res[0] == "guard" {
+		return nil, ErrGuardMismatch
 	}
 	if res[0] == "err" {
 		i, _ := strconv.Atoi(res[1])

@@ -2,18 +2,32 @@
 -- ARGV[6]  number of jobs n
 -- ARGV[7]  idempotency window, ms
 -- ARGV[8]  '1' = dry run: check only, write nothing
--- ARGV[9..] n groups of 12: id, type, payload, priority, max_attempts,
+-- ARGV[9]  guard: a sorted set in this queue's slot ('' = no guard); with it
+-- ARGV[10] member, ARGV[11] expected score, ARGV[12] new score ('' = remove the member),
+-- ARGV[13] a hash in this queue's slot to record in ('' = none),
+-- ARGV[14] m, then m field/value pairs for HSET on that hash.
+--          The submit happens only while the member's score equals the
+--          expected one (compare-and-set); the score then moves to the new one.
+-- then n groups of 12: id, type, payload, priority, max_attempts,
 --          timeout_seconds, backoff_base, backoff_max, run_at ms, created ms,
 --          idempotency key ('' = none), depends_on (comma-separated ids, '' = none)
 -- Returns {'ok', id1, 'new'|'dup', id2, …} in input order ('dup': the
 -- idempotency key named an earlier job, whose id is returned and nothing was
 -- created), or {'err', i, j, code, detail} when job i's dependency j is
 -- unusable (code 'not_found' or 'failed'; i and j are 0-based); then nothing
--- was written.
+-- was written; {'guard', current score or ''} when the guard did not match,
+-- and nothing was written.
 local n = tonumber(ARGV[6])
 local idem_ttl = ARGV[7]
 local dry_run = ARGV[8] == '1'
 local S = 12
+local guard_key, guard_member, guard_expect, guard_next = ARGV[9], ARGV[10], ARGV[11], ARGV[12]
+local rec_key, rec_m = ARGV[13], tonumber(ARGV[14])
+local base = 15 + 2 * rec_m
+if guard_key ~= '' then
+  local cur = redis.call('ZSCORE', guard_key, guard_member)
+  if not cur or tonumber(cur) ~= tonumber(guard_expect) then return {'guard', cur or ''} end
+end
 local jobs = {}
 local alias = {}   -- batch id → effective id (itself, or the job a duplicate names)
 local idem_seen = {}
@@ -27,7 +41,7 @@ end
 
 -- Phase 1: resolve idempotency keys and check dependencies; no writes.
 for i = 1, n do
-  local b = 9 + (i - 1) * S
+  local b = base + (i - 1) * S
   local j = {id = ARGV[b], type = ARGV[b + 1], payload = ARGV[b + 2], prio = ARGV[b + 3],
     max = ARGV[b + 4], timeout = ARGV[b + 5], bbase = ARGV[b + 6], bmax = ARGV[b + 7],
     run_at = tonumber(ARGV[b + 8]), created = ARGV[b + 9], idem = ARGV[b + 10], deps_s = ARGV[b + 11]}
@@ -98,6 +112,13 @@ for i = 1, n do
     out[#out + 1] = j.id
     out[#out + 1] = 'new'
   end
+end
+if guard_key ~= '' then
+  if guard_next == '' then redis.call('ZREM', guard_key, guard_member)
+  else redis.call('ZADD', guard_key, guard_next, guard_member) end
+end
+if rec_key ~= '' and rec_m > 0 then
+  redis.call('HSET', rec_key, unpack(ARGV, 15, 14 + 2 * rec_m))
 end
 redis.call('HINCRBY', K_STATS, 'submitted_total', n)
 signal(ready)
