@@ -1,0 +1,311 @@
+// Package e2e tests Sundial's binaries as processes against a real
+// redis-server: crashes (kill -9) of workers and of Redis, and SIGTERM.
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/queue/queuetest"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binary builds the services once per test run and returns the path of one.
+func binary(t *testing.T, name string) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "sundial-e2e-bin")
+		if buildErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", binDir+"/", "../../services/worker", "../../services/poller").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, name)
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// proc is a service process started by a test.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  *strings.Builder
+	mu   sync.Mutex
+}
+
+func startProc(t *testing.T, bin string, env ...string) *proc {
+	t.Helper()
+	p := &proc{done: make(chan struct{}), log: &strings.Builder{}}
+	p.cmd = exec.Command(bin)
+	p.cmd.Env = append(os.Environ(), env...)
+	w := &lockedWriter{p: p}
+	p.cmd.Stdout, p.cmd.Stderr = w, w
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("%s output:\n%s", filepath.Base(bin), p.output())
+		}
+	})
+	return p
+}
+
+type lockedWriter struct{ p *proc }
+
+func (w *lockedWriter) Write(b []byte) (int, error) {
+	w.p.mu.Lock()
+	defer w.p.mu.Unlock()
+	return w.p.log.Write(b)
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+func (p *proc) kill() {
+	select {
+	case <-p.done:
+	default:
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+func serviceEnv(srv *queuetest.Server, extra ...string) []string {
+	return append([]string{
+		"SUNDIAL_REDIS_URL=" + srv.URL(),
+		"SUNDIAL_LOG_LEVEL=warn",
+		"SUNDIAL_LEASE_GRACE=200ms",
+		"SUNDIAL_HEARTBEAT_INTERVAL=200ms",
+	}, extra...)
+}
+
+func submit(t *testing.T, q *queue.Client, specs []job.Spec) []*job.Job {
+	t.Helper()
+	jobs := make([]*job.Job, len(specs))
+	for i := range specs {
+		j, err := specs[i].Build(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs[i] = j
+	}
+	for start := 0; start < len(jobs); start += 500 {
+		if _, err := q.Submit(context.Background(), jobs[start:min(start+500, len(jobs))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return jobs
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// eventCounts counts each job's events of each type in queue's stream.
+func eventCounts(t *testing.T, rdb *redis.Client, queueName string) map[string]map[string]int {
+	t.Helper()
+	out := map[string]map[string]int{}
+	xs, err := rdb.XRange(context.Background(), queue.EventStreamKey(queueName), "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range xs {
+		id, ev := x.Values["job_id"].(string), x.Values["event"].(string)
+		if out[id] == nil {
+			out[id] = map[string]int{}
+		}
+		out[id][ev]++
+	}
+	return out
+}
+
+// waitAllFinal waits until every job of jobs is in a final state.
+func waitAllFinal(t *testing.T, q *queue.Client, jobs []*job.Job, timeout time.Duration) {
+	t.Helper()
+	queuetest.Eventually(t, timeout, "every job in a final state", func() bool {
+		st, err := q.Stats(context.Background(), "default")
+		if err != nil || len(st) == 0 {
+			return false
+		}
+		s := st[0]
+		return s.Queued["high"]+s.Queued["normal"]+s.Queued["low"]+s.Scheduled+s.Active+s.Waiting == 0 &&
+			s.SubmittedTotal == int64(len(jobs))
+	})
+}
+
+// TestWorkerKilledMidJob kills one of two worker processes with SIGKILL
+// while it runs jobs. Every job must still end exactly once in a final
+// state: the dead worker's leases expire, the poller puts the jobs back
+// (lease_expired), and the other worker runs them.
+func TestWorkerKilledMidJob(t *testing.T) {
+	t.Parallel()
+	srv := queuetest.Start(t)
+	rdb := srv.Client()
+	q := queue.New(rdb, queue.Options{})
+	startProc(t, binary(t, "poller"), serviceEnv(srv)...)
+	victim := startProc(t, binary(t, "worker"), serviceEnv(srv, "SUNDIAL_CONCURRENCY=20", "SUNDIAL_WORKER_ID=victim")...)
+	startProc(t, binary(t, "worker"), serviceEnv(srv, "SUNDIAL_CONCURRENCY=20", "SUNDIAL_WORKER_ID=survivor")...)
+
+	const n = 600
+	specs := make([]job.Spec, n)
+	for i := range specs {
+		specs[i] = job.Spec{Type: "sundial.sleep", Payload: json.RawMessage(`{"ms":20}`),
+			TimeoutSeconds: ptr(1), MaxAttempts: ptr(10), Backoff: &job.Backoff{}}
+	}
+	jobs := submit(t, q, specs)
+
+	// Kill the victim while it holds leases.
+	queuetest.Eventually(t, 20*time.Second, "victim running jobs", func() bool {
+		ws, _ := q.Workers(context.Background(), time.Minute)
+		for _, w := range ws {
+			if w.ID == "victim" && len(w.ActiveJobs) > 0 && w.Processed > 20 {
+				return true
+			}
+		}
+		return false
+	})
+	victim.kill()
+
+	waitAllFinal(t, q, jobs, 60*time.Second)
+	counts := eventCounts(t, rdb, "default")
+	expired := 0
+	for _, j := range jobs {
+		got, err := q.Get(context.Background(), j.ID)
+		if err != nil {
+			t.Fatalf("job %s lost: %v", j.ID, err)
+		}
+		if got.State != job.Succeeded {
+			t.Fatalf("job %s ended %s (%s)", j.ID, got.State, got.LastError)
+		}
+		c := counts[j.ID]
+		if c["succeeded"] != 1 || c["dead"]+c["cancelled"] != 0 {
+			t.Fatalf("job %s final events: %v", j.ID, c)
+		}
+		expired += c["lease_expired"]
+	}
+	if expired == 0 {
+		t.Fatal("no lease expired: the kill did not hit a running job")
+	}
+	t.Logf("%d jobs, %d leases expired and were retried", n, expired)
+}
+
+// TestRedisRestart kills redis-server (-9) and restarts it from its
+// append-only file while jobs are queued and scheduled and the services
+// run: nothing is lost and the services reconnect on their own.
+func TestRedisRestart(t *testing.T) {
+	t.Parallel()
+	srv := queuetest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	// fsync every write so that kill -9 loses nothing (everysec may lose ~1 s).
+	if err := rdb.ConfigSet(ctx, "appendfsync", "always").Err(); err != nil {
+		t.Fatal(err)
+	}
+	q := queue.New(rdb, queue.Options{})
+	if err := q.Pause(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	startProc(t, binary(t, "poller"), serviceEnv(srv)...)
+	startProc(t, binary(t, "worker"), serviceEnv(srv, "SUNDIAL_CONCURRENCY=10")...)
+	var specs []job.Spec
+	for i := 0; i < 300; i++ {
+		s := job.Spec{Type: "sundial.echo", Priority: job.Priorities[i%3]}
+		if i%2 == 0 {
+			s.DelaySeconds = ptr(1.0)
+		}
+		specs = append(specs, s)
+	}
+	jobs := submit(t, q, specs)
+
+	srv.Restart()
+	if err := rdb.ConfigSet(ctx, "appendfsync", "always").Err(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := q.Stats(ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st[0].Queued["high"] + st[0].Queued["normal"] + st[0].Queued["low"] + st[0].Scheduled; got != 300 {
+		t.Fatalf("after restart %d jobs queued or scheduled, want 300", got)
+	}
+	if err := q.Resume(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	waitAllFinal(t, q, jobs, 60*time.Second)
+	counts := eventCounts(t, rdb, "default")
+	for _, j := range jobs {
+		if c := counts[j.ID]; c["succeeded"] != 1 {
+			t.Fatalf("job %s: events %v", j.ID, c)
+		}
+	}
+}
+
+// TestWorkerSIGTERMGivesLeasesBack stops a worker process with SIGTERM
+// while its jobs run far longer than the shutdown timeout: it exits 0 at
+// once and its jobs are queued again without waiting for their lease.
+func TestWorkerSIGTERMGivesLeasesBack(t *testing.T) {
+	t.Parallel()
+	srv := queuetest.Start(t)
+	rdb := srv.Client()
+	q := queue.New(rdb, queue.Options{})
+	w := startProc(t, binary(t, "worker"), serviceEnv(srv, "SUNDIAL_SHUTDOWN_TIMEOUT=200ms", "SUNDIAL_CONCURRENCY=5")...)
+	var specs []job.Spec
+	for i := 0; i < 5; i++ {
+		specs = append(specs, job.Spec{Type: "sundial.sleep", Payload: json.RawMessage(`{"ms":3600000}`), TimeoutSeconds: ptr(3600)})
+	}
+	jobs := submit(t, q, specs)
+	queuetest.Eventually(t, 20*time.Second, "all five jobs active", func() bool {
+		st, _ := q.Stats(context.Background(), "default")
+		return len(st) == 1 && st[0].Active == 5
+	})
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("worker did not exit after SIGTERM")
+	}
+	if code := w.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	for _, j := range jobs {
+		got, err := q.Get(context.Background(), j.ID)
+		if err != nil || got.State != job.Queued || got.Attempt != 0 {
+			t.Fatalf("job after SIGTERM = %+v, %v", got, err)
+		}
+	}
+}
