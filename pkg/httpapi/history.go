@@ -1,0 +1,115 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/sundialhq/sundial/pkg/history"
+	"github.com/sundialhq/sundial/pkg/job"
+)
+
+// searchResult is the answer of GET /v1/jobs and of a queue's dead letters.
+type searchResult struct {
+	Jobs       []*job.Job `json:"jobs"`
+	NextCursor string     `json:"next_cursor"`
+}
+
+// eventView is one entry of a job's history as GET /v1/jobs/{id}/events
+// shows it: "type" is the event type (submitted, started, …).
+type eventView struct {
+	Type     job.EventType `json:"type"`
+	At       time.Time     `json:"at"`
+	State    job.State     `json:"state"`
+	Attempt  int           `json:"attempt"`
+	WorkerID string        `json:"worker_id"`
+	Error    string        `json:"error"`
+}
+
+// eventList is the answer of GET /v1/jobs/{id}/events.
+type eventList struct {
+	Events []eventView `json:"events"`
+}
+
+// historyErr marks errors of the history store other than its sentinels,
+// which the error table maps to 503.
+func historyErr(err error) error {
+	if err == nil || errors.Is(err, history.ErrNotFound) || errors.Is(err, history.ErrInvalidCursor) {
+		return err
+	}
+	return &historyError{err}
+}
+
+// searchJobs handles GET /v1/jobs: a search of the history store.
+func (s *Server) searchJobs(c *gin.Context) {
+	q, err := searchQuery(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if s.cfg.History == nil {
+		fail(c, errNoHistory)
+		return
+	}
+	jobs, next, err := s.cfg.History.Search(c.Request.Context(), q)
+	if err != nil {
+		fail(c, historyErr(err))
+		return
+	}
+	if jobs == nil {
+		jobs = []*job.Job{}
+	}
+	c.JSON(http.StatusOK, searchResult{Jobs: jobs, NextCursor: next})
+}
+
+func searchQuery(c *gin.Context) (history.Query, error) {
+	var q history.Query
+	if err := checkQuery(c, "queue", "type", "state", "from", "to", "limit", "cursor"); err != nil {
+		return q, err
+	}
+	q.Queue, q.Type, q.Cursor = c.Query("queue"), c.Query("type"), c.Query("cursor")
+	q.State = job.State(c.Query("state"))
+	switch {
+	case q.Queue != "" && !job.ValidQueue(q.Queue):
+		return q, invalid("queue", "queue must match [a-z0-9_-]{1,64}")
+	case q.Type != "" && !job.ValidType(q.Type):
+		return q, invalid("type", "type must match [A-Za-z0-9_.:-]{1,128}")
+	case q.State != "" && !q.State.Valid():
+		return q, invalid("state", "state must be one of waiting, scheduled, queued, active, succeeded, dead, cancelled")
+	}
+	var err error
+	if q.From, err = queryTime(c, "from"); err != nil {
+		return q, err
+	}
+	if q.To, err = queryTime(c, "to"); err != nil {
+		return q, err
+	}
+	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
+		return q, invalid("to", "to must be after from")
+	}
+	q.Limit, err = queryLimit(c)
+	return q, err
+}
+
+// jobEvents handles GET /v1/jobs/{id}/events, oldest first.
+func (s *Server) jobEvents(c *gin.Context) {
+	if err := checkQuery(c); err != nil {
+		fail(c, err)
+		return
+	}
+	if s.cfg.History == nil {
+		fail(c, errNoHistory)
+		return
+	}
+	events, err := s.cfg.History.Events(c.Request.Context(), c.Param("id"))
+	if err != nil {
+		fail(c, historyErr(err))
+		return
+	}
+	out := eventList{Events: make([]eventView, len(events))}
+	for i, e := range events {
+		out.Events[i] = eventView{Type: e.Event, At: e.At, State: e.State, Attempt: e.Attempt, WorkerID: e.WorkerID, Error: e.Error}
+	}
+	c.JSON(http.StatusOK, out)
+}

@@ -1,0 +1,138 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+)
+
+// jobList is the answer of POST /v1/jobs/batch.
+type jobList struct {
+	Jobs []*job.Job `json:"jobs"`
+}
+
+// now is the engine's clock at the millisecond, the precision Redis keeps,
+// so that a submitted job reads the same in the answer and in a later GET.
+func (s *Server) now() time.Time { return s.q.Now().UTC().Truncate(time.Millisecond) }
+
+// submitJob handles POST /v1/jobs: 201 with the new job, or 200 with the
+// earlier job when the idempotency key names one.
+func (s *Server) submitJob(c *gin.Context) {
+	data, err := readBody(c, s.cfg.MaxBodyBytes, false)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	spec, err := decodeSubmit(data)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	j, err := spec.Build(s.now())
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	res, err := s.q.Submit(c.Request.Context(), []*job.Job{j})
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	status := http.StatusCreated
+	if res[0].Duplicate {
+		status = http.StatusOK
+	}
+	c.Header("Location", "/v1/jobs/"+res[0].Job.ID)
+	c.JSON(status, res[0].Job)
+}
+
+// submitBatch handles POST /v1/jobs/batch: all jobs or none, 201 with the
+// jobs in order (an idempotent duplicate appears as the earlier job).
+func (s *Server) submitBatch(c *gin.Context) {
+	data, err := readBody(c, s.cfg.MaxBatchBodyBytes, false)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	specs, err := decodeBatch(data)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	now := s.now()
+	jobs := make([]*job.Job, len(specs))
+	for i := range specs {
+		j, err := specs[i].Build(now)
+		if err != nil {
+			var fe *job.FieldError
+			if errors.As(err, &fe) {
+				err = fe.Prefix(fmt.Sprintf("jobs[%d]", i))
+			}
+			fail(c, err)
+			return
+		}
+		jobs[i] = j
+	}
+	res, err := s.q.Submit(c.Request.Context(), jobs)
+	if err != nil {
+		fail(c, &batchError{err})
+		return
+	}
+	out := jobList{Jobs: make([]*job.Job, len(res))}
+	for i, r := range res {
+		out.Jobs[i] = r.Job
+	}
+	c.JSON(http.StatusCreated, out)
+}
+
+// getJob handles GET /v1/jobs/{id}: live from Redis, else from the history
+// store once the job has left Redis.
+func (s *Server) getJob(c *gin.Context) {
+	if err := checkQuery(c); err != nil {
+		fail(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	id := c.Param("id")
+	j, err := s.q.Get(ctx, id)
+	if errors.Is(err, queue.ErrNotFound) && s.cfg.History != nil {
+		j, err = s.cfg.History.Job(ctx, id)
+		err = historyErr(err)
+	}
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, j)
+}
+
+// cancelJob handles POST /v1/jobs/{id}/cancel.
+func (s *Server) cancelJob(c *gin.Context) {
+	s.jobAction(c, s.q.Cancel)
+}
+
+// retryJob handles POST /v1/jobs/{id}/retry.
+func (s *Server) retryJob(c *gin.Context) {
+	s.jobAction(c, s.q.Retry)
+}
+
+// jobAction runs a one-job transition. The body is optional; when sent it
+// must be an empty JSON object.
+func (s *Server) jobAction(c *gin.Context, act func(context.Context, string) (*job.Job, error)) {
+	if err := s.emptyBody(c); err != nil {
+		fail(c, err)
+		return
+	}
+	j, err := act(c.Request.Context(), c.Param("id"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, j)
+}

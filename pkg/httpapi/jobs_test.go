@@ -1,0 +1,228 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+)
+
+func TestSubmitAndGetJob(t *testing.T) {
+	a := start(t)
+	res := a.do("POST", "/v1/jobs", map[string]any{"type": "email.send", "payload": map[string]any{"to": "a@b.c"}, "priority": "high"})
+	var j job.Job
+	res.decode(t, http.StatusCreated, &j)
+	if j.ID == "" || j.Queue != "default" || j.Type != "email.send" || j.Priority != job.High || j.State != job.Queued ||
+		j.MaxAttempts != 3 || j.TimeoutSeconds != 30 || string(j.Payload) != `{"to":"a@b.c"}` {
+		t.Fatalf("submitted job: %+v", j)
+	}
+	if loc := res.header.Get("Location"); loc != "/v1/jobs/"+j.ID {
+		t.Errorf("Location %q", loc)
+	}
+	if res.header.Get("X-Request-Id") == "" {
+		t.Error("no X-Request-Id")
+	}
+	got := a.do("GET", "/v1/jobs/"+j.ID, nil)
+	var again job.Job
+	got.decode(t, http.StatusOK, &again)
+	if !reflect.DeepEqual(j, again) {
+		t.Errorf("GET differs from the submit answer:\n%s\n%s", res.body, got.body)
+	}
+}
+
+func TestSubmitIdempotent(t *testing.T) {
+	a := start(t)
+	spec := map[string]any{"type": "charge", "idempotency_key": "order-42"}
+	first := a.submit(t, spec)
+	var dup job.Job
+	a.do("POST", "/v1/jobs", spec).decode(t, http.StatusOK, &dup)
+	if dup.ID != first.ID {
+		t.Fatalf("duplicate answered job %s, want %s", dup.ID, first.ID)
+	}
+	if st := a.stats(t); st[0].Queued["normal"] != 1 {
+		t.Fatalf("a duplicate created a job: %+v", st[0])
+	}
+}
+
+func TestSubmitValidation(t *testing.T) {
+	a := start(t)
+	a.submit(t, map[string]any{"type": "warmup"}) // the queue exists; nothing below may change it
+	before := a.stats(t)
+	cases := []struct{ name, body, field string }{
+		{"queue", `{"type":"a","queue":"Bad Name"}`, "queue"},
+		{"type missing", `{}`, "type"},
+		{"type pattern", `{"type":"a b"}`, "type"},
+		{"type not a string", `{"type":5}`, "type"},
+		{"priority", `{"type":"a","priority":"urgent"}`, "priority"},
+		{"max_attempts range", `{"type":"a","max_attempts":0}`, "max_attempts"},
+		{"max_attempts string", `{"type":"a","max_attempts":"3"}`, "max_attempts"},
+		{"max_attempts fraction", `{"type":"a","max_attempts":1.5}`, "max_attempts"},
+		{"timeout_seconds", `{"type":"a","timeout_seconds":86401}`, "timeout_seconds"},
+		{"backoff base", `{"type":"a","backoff":{"base_seconds":-1,"max_seconds":1}}`, "backoff.base_seconds"},
+		{"backoff max below base", `{"type":"a","backoff":{"base_seconds":10,"max_seconds":1}}`, "backoff.max_seconds"},
+		{"backoff type", `{"type":"a","backoff":{"base_seconds":"x"}}`, "backoff.base_seconds"},
+		{"backoff unknown field", `{"type":"a","backoff":{"base":1}}`, "backoff.base"},
+		{"run_at format", `{"type":"a","run_at":"tomorrow"}`, "run_at"},
+		{"run_at too far", `{"type":"a","run_at":"2999-01-01T00:00:00Z"}`, "run_at"},
+		{"run_at with delay", `{"type":"a","run_at":"2026-01-01T00:00:00Z","delay_seconds":5}`, "delay_seconds"},
+		{"delay negative", `{"type":"a","delay_seconds":-1}`, "delay_seconds"},
+		{"depends_on not a list", `{"type":"a","depends_on":"x"}`, "depends_on"},
+		{"depends_on unknown job", `{"type":"a","depends_on":["01JD0000000000000000000000"]}`, "depends_on[0]"},
+		{"depends_on batch ref", `{"type":"a","depends_on":["#0"]}`, "depends_on[0]"},
+		{"depends_on twice", `{"type":"a","depends_on":["x","x"]}`, "depends_on[1]"},
+		{"idempotency_key", `{"type":"a","idempotency_key":"` + strings.Repeat("k", 257) + `"}`, "idempotency_key"},
+		{"unknown field", `{"type":"a","priorty":"high"}`, "priorty"},
+		{"not an object", `[{"type":"a"}]`, ""},
+		{"trailing data", `{"type":"a"} {}`, ""},
+		{"malformed", `{"type":`, ""},
+		{"empty body", ``, ""},
+		{"null", `null`, "type"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a.do("POST", "/v1/jobs", []byte(c.body), "Content-Type", "application/json").
+				wantError(t, http.StatusBadRequest, codeInvalidArgument, c.field)
+		})
+	}
+	if after := a.stats(t); !reflect.DeepEqual(before, after) {
+		t.Fatalf("rejected submissions changed the queues:\n%+v\n%+v", before, after)
+	}
+}
+
+func TestSubmitBatch(t *testing.T) {
+	a := start(t)
+	body := map[string]any{"jobs": []map[string]any{
+		{"type": "build"},
+		{"type": "deploy", "depends_on": []string{"#0"}, "priority": "high"},
+		{"type": "later", "delay_seconds": 3600, "queue": "other"},
+	}}
+	var out jobList
+	a.do("POST", "/v1/jobs/batch", body).decode(t, http.StatusCreated, &out)
+	if len(out.Jobs) != 3 {
+		t.Fatalf("%d jobs", len(out.Jobs))
+	}
+	if out.Jobs[0].Type != "build" || out.Jobs[0].State != job.Queued {
+		t.Errorf("job 0: %+v", out.Jobs[0])
+	}
+	if out.Jobs[1].State != job.Waiting || !reflect.DeepEqual(out.Jobs[1].DependsOn, []string{out.Jobs[0].ID}) {
+		t.Errorf("job 1 should wait on job 0: %+v", out.Jobs[1])
+	}
+	if out.Jobs[2].State != job.Scheduled || out.Jobs[2].Queue != "other" {
+		t.Errorf("job 2: %+v", out.Jobs[2])
+	}
+	// A batch with a duplicate answers 201 with the earlier job in its place.
+	var again jobList
+	a.do("POST", "/v1/jobs/batch", map[string]any{"jobs": []map[string]any{{"type": "x", "idempotency_key": "k"}, {"type": "x", "idempotency_key": "k"}}}).
+		decode(t, http.StatusCreated, &again)
+	if again.Jobs[0].ID != again.Jobs[1].ID {
+		t.Errorf("in-batch duplicate got two ids: %s %s", again.Jobs[0].ID, again.Jobs[1].ID)
+	}
+}
+
+func TestSubmitBatchAllOrNothing(t *testing.T) {
+	a := start(t)
+	a.submit(t, map[string]any{"type": "warmup"})
+	before := a.stats(t)
+	many := make([]string, MaxBatchJobs+1)
+	for i := range many {
+		many[i] = `{"type":"a"}`
+	}
+	cases := []struct{ name, body, field string }{
+		{"bad priority", `{"jobs":[{"type":"a"},{"type":"b","priority":"x"}]}`, "jobs[1].priority"},
+		{"unknown field", `{"jobs":[{"type":"a"},{"type":"b","priorty":"high"}]}`, "jobs[1].priorty"},
+		{"type error", `{"jobs":[{"type":"a","max_attempts":"x"}]}`, "jobs[0].max_attempts"},
+		{"bad time", `{"jobs":[{"type":"a"},{"type":"a"},{"type":"a","run_at":"x"}]}`, "jobs[2].run_at"},
+		{"nested unknown field", `{"jobs":[{"type":"a","backoff":{"zz":1}}]}`, "jobs[0].backoff.zz"},
+		{"forward reference", `{"jobs":[{"type":"a","depends_on":["#1"]},{"type":"b"}]}`, "jobs[0].depends_on[0]"},
+		{"reference across queues", `{"jobs":[{"type":"a","queue":"q1"},{"type":"b","queue":"q2","depends_on":["#0"]}]}`, "jobs[1].depends_on[0]"},
+		{"missing dependency", `{"jobs":[{"type":"a"},{"type":"b","depends_on":["01JD0000000000000000000000"]}]}`, "jobs[1].depends_on[0]"},
+		{"missing dependency, two queues", `{"jobs":[{"type":"a","queue":"qa"},{"type":"b","queue":"qb","depends_on":["01JD0000000000000000000000"]}]}`, "jobs[1].depends_on[0]"},
+		{"job not an object", `{"jobs":[{"type":"a"},5]}`, "jobs[1]"},
+		{"unknown top-level field", `{"jobz":[]}`, "jobz"},
+		{"jobs not a list", `{"jobs":{}}`, "jobs"},
+		{"no jobs", `{"jobs":[]}`, "jobs"},
+		{"jobs missing", `{}`, "jobs"},
+		{"too many jobs", `{"jobs":[` + strings.Join(many, ",") + `]}`, "jobs"},
+		{"trailing data", `{"jobs":[{"type":"a"}]}]`, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a.do("POST", "/v1/jobs/batch", c.body).wantError(t, http.StatusBadRequest, codeInvalidArgument, c.field)
+		})
+	}
+	if after := a.stats(t); !reflect.DeepEqual(before, after) {
+		t.Fatalf("rejected batches changed the queues:\n%+v\n%+v", before, after)
+	}
+}
+
+func TestGetJobNotFound(t *testing.T) {
+	a := start(t)
+	a.do("GET", "/v1/jobs/01JD0000000000000000000000", nil).wantError(t, http.StatusNotFound, codeNotFound, "")
+	a.do("GET", "/v1/jobs/not:an:id", nil).wantError(t, http.StatusNotFound, codeNotFound, "")
+	a.do("GET", "/v1/jobs/x?verbose=1", nil).wantError(t, http.StatusBadRequest, codeInvalidArgument, "verbose")
+}
+
+func TestGetJobFallsBackToHistory(t *testing.T) {
+	old := &job.Job{ID: "01JDOLD0000000000000000000", Queue: "default", Type: "a", State: job.Succeeded}
+	h := &fakeHistory{jobs: map[string]*job.Job{old.ID: old}}
+	a := start(t, func(c *Config) { c.History = h })
+	var got job.Job
+	a.do("GET", "/v1/jobs/"+old.ID, nil).decode(t, http.StatusOK, &got)
+	if got.ID != old.ID || got.State != job.Succeeded {
+		t.Fatalf("got %+v", got)
+	}
+	a.do("GET", "/v1/jobs/01JD0000000000000000000000", nil).wantError(t, http.StatusNotFound, codeNotFound, "")
+	h.setErr(fmt.Errorf("mongo: connection refused to 10.0.0.7"))
+	res := a.do("GET", "/v1/jobs/01JD0000000000000000000000", nil)
+	res.wantError(t, http.StatusServiceUnavailable, codeUnavailable, "")
+	if strings.Contains(string(res.body), "10.0.0.7") {
+		t.Fatalf("the answer leaks the cause: %s", res.body)
+	}
+}
+
+func TestCancelAndRetry(t *testing.T) {
+	a := start(t)
+	j := a.submit(t, map[string]any{"type": "a"})
+	var got job.Job
+	a.do("POST", "/v1/jobs/"+j.ID+"/cancel", nil).decode(t, http.StatusOK, &got)
+	if got.State != job.Cancelled {
+		t.Fatalf("after cancel: %s", got.State)
+	}
+	e := a.do("POST", "/v1/jobs/"+j.ID+"/cancel", "{}").wantError(t, http.StatusConflict, codeConflict, "")
+	if !strings.Contains(e.Message, "cancelled") {
+		t.Errorf("conflict message %q does not say the state", e.Message)
+	}
+	a.do("POST", "/v1/jobs/"+j.ID+"/retry", "{}").decode(t, http.StatusOK, &got)
+	if got.State != job.Queued || got.Attempt != 0 {
+		t.Fatalf("after retry: %+v", got)
+	}
+	a.do("POST", "/v1/jobs/"+j.ID+"/retry", nil).wantError(t, http.StatusConflict, codeConflict, "")
+	a.do("POST", "/v1/jobs/01JD0000000000000000000000/cancel", nil).wantError(t, http.StatusNotFound, codeNotFound, "")
+	a.do("POST", "/v1/jobs/01JD0000000000000000000000/retry", nil).wantError(t, http.StatusNotFound, codeNotFound, "")
+	a.do("POST", "/v1/jobs/"+j.ID+"/cancel", `{"force":true}`).wantError(t, http.StatusBadRequest, codeInvalidArgument, "force")
+	a.do("POST", "/v1/jobs/"+j.ID+"/cancel", `x`, "Content-Type", "text/plain").wantError(t, http.StatusUnsupportedMediaType, codeUnsupportedMediaType, "")
+}
+
+func TestCancelActiveJob(t *testing.T) {
+	a := start(t)
+	j := a.submit(t, map[string]any{"type": "a"})
+	leases, err := a.q.Claim(context.Background(), "default", 1, "w1")
+	if err != nil || len(leases) != 1 {
+		t.Fatalf("claim: %v %d", err, len(leases))
+	}
+	var got job.Job
+	a.do("POST", "/v1/jobs/"+j.ID+"/cancel", nil).decode(t, http.StatusOK, &got)
+	if got.State != job.Cancelled {
+		t.Fatalf("state %s", got.State)
+	}
+	st, err := a.q.Complete(context.Background(), "default", []queue.Outcome{{ID: j.ID, Token: leases[0].Token, Kind: queue.OutcomeSucceeded, Result: json.RawMessage(`1`)}})
+	if err != nil || st[0] != queue.StatusStale {
+		t.Fatalf("the cancelled job's outcome was not refused: %v %v", st, err)
+	}
+}

@@ -1,0 +1,376 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+)
+
+// The OpenAPI document is generated from the route table and the Go types
+// of the bodies, then committed as openapi.json (go test -run
+// TestOpenAPIGolden -update) and embedded; the golden test keeps the two
+// equal, so a change of the public surface shows in review.
+
+// schemaNames names the component schemas of the Go types.
+var schemaNames = map[reflect.Type]string{
+	reflect.TypeFor[job.Job]():          "Job",
+	reflect.TypeFor[job.Spec]():         "JobSpec",
+	reflect.TypeFor[job.Backoff]():      "Backoff",
+	reflect.TypeFor[batchRequest]():     "BatchRequest",
+	reflect.TypeFor[jobList]():          "JobList",
+	reflect.TypeFor[searchResult]():     "JobPage",
+	reflect.TypeFor[eventView]():        "JobEvent",
+	reflect.TypeFor[eventList]():        "JobEventList",
+	reflect.TypeFor[queue.QueueStats](): "QueueStats",
+	reflect.TypeFor[queueList]():        "QueueList",
+	reflect.TypeFor[deadSelection]():    "DeadSelection",
+	reflect.TypeFor[retriedCount]():     "RetriedCount",
+	reflect.TypeFor[deletedCount]():     "DeletedCount",
+	reflect.TypeFor[queue.WorkerInfo](): "Worker",
+	reflect.TypeFor[workerList]():       "WorkerList",
+	reflect.TypeFor[errorBody]():        "Error",
+	reflect.TypeFor[errorDetail]():      "ErrorDetail",
+	reflect.TypeFor[healthBody]():       "Health",
+	reflect.TypeFor[readiness]():        "Readiness",
+	reflect.TypeFor[readyCheck]():       "ReadyCheck",
+	reflect.TypeFor[streamEvent]():      "StreamEvent",
+	reflect.TypeFor[eventMessage]():     "StreamEventMessage",
+	reflect.TypeFor[statsMessage]():     "StreamStats",
+	reflect.TypeFor[struct{}]():         "Empty",
+}
+
+// enums lists the values of the API's enumerated string types.
+var enums = map[reflect.Type][]string{
+	reflect.TypeFor[job.Priority](): {"high", "normal", "low"},
+	reflect.TypeFor[job.State]():    {"waiting", "scheduled", "queued", "active", "succeeded", "dead", "cancelled"},
+	reflect.TypeFor[job.EventType](): {"submitted", "scheduled", "queued", "started", "succeeded", "failed",
+		"dead", "cancelled", "retried", "lease_expired", "waiting"},
+}
+
+// requestRequired overrides the required properties of request bodies,
+// whose omitted fields take defaults.
+var requestRequired = map[string][]string{
+	"JobSpec":       {"type"},
+	"BatchRequest":  {"jobs"},
+	"DeadSelection": {},
+}
+
+// fieldHints add constraints and descriptions to properties, by
+// "Schema.property".
+var fieldHints = map[string]map[string]any{
+	"JobSpec.queue":           {"pattern": "^[a-z0-9_-]{1,64}$", "default": job.DefaultQueue},
+	"JobSpec.type":            {"pattern": "^[A-Za-z0-9_.:-]{1,128}$", "description": "The handler that runs the job."},
+	"JobSpec.payload":         {"description": "Any JSON value, handed to the handler."},
+	"JobSpec.priority":        {"default": "normal", "description": "Strict within a queue: no low runs while high or normal waits."},
+	"JobSpec.max_attempts":    {"minimum": 1, "maximum": job.MaxMaxAttempts, "default": job.DefaultMaxAttempts},
+	"JobSpec.timeout_seconds": {"minimum": 1, "maximum": job.MaxTimeoutSeconds, "default": job.DefaultTimeoutSeconds, "description": "The lease: a worker that dies loses it and the job is retried."},
+	"JobSpec.run_at":          {"description": "When the job becomes due; at most 366 days ahead. Not with delay_seconds."},
+	"JobSpec.delay_seconds":   {"minimum": 0, "maximum": int(job.MaxDelay.Seconds()), "description": "Due this many seconds from now. Not with run_at."},
+	"JobSpec.depends_on":      {"maxItems": job.MaxDependencies, "description": "Jobs of the same queue that must succeed first; in a batch \"#n\" names the batch's job n."},
+	"JobSpec.idempotency_key": {"maxLength": job.MaxIdempotencyKeyLen, "description": "Same key in the same queue within 24 h: the first job is answered, nothing new is created."},
+	"Backoff.base_seconds":    {"minimum": 0, "description": "Delay before retry n is random in [0, min(max, base·2^(n-1))]; 0 retries at once."},
+	"Backoff.max_seconds":     {"minimum": 0},
+	"BatchRequest.jobs":       {"minItems": 1, "maxItems": MaxBatchJobs},
+	"DeadSelection.ids":       {"minItems": 1, "description": "Leave out to act on every dead job of the queue."},
+	"JobPage.next_cursor":     {"description": "Pass as cursor for the next page; empty on the last page."},
+	"ErrorDetail.code": {"enum": []string{codeInvalidArgument, codeUnauthenticated, codePermissionDenied, codeNotFound, codeConflict,
+		codePayloadTooLarge, codeUnsupportedMediaType, codeRateLimited, codeInternal, codeUnavailable}},
+	"ErrorDetail.field":       {"description": "The input field at fault, e.g. priority or jobs[3].run_at."},
+	"Readiness.status":        {"enum": []string{"ok", "unavailable"}},
+	"ReadyCheck.status":       {"enum": []string{"ok", "down", "not_configured"}},
+	"ReadyCheck.detail":       {"enum": []string{"timeout", "connection refused", "unreachable", "error"}},
+	"StreamEventMessage.kind": {"const": "event"},
+	"StreamStats.kind":        {"const": "stats"},
+	"StreamStats.workers":     {"description": "Live workers."},
+}
+
+// errorResponses are the shared error responses, by status.
+var errorResponses = map[int]struct{ name, description string }{
+	http.StatusBadRequest:            {"InvalidArgument", "invalid_argument: the request is malformed; field names the input at fault."},
+	http.StatusUnauthorized:          {"Unauthenticated", "unauthenticated: missing or wrong API key."},
+	http.StatusForbidden:             {"PermissionDenied", "permission_denied: the websocket's Origin is not allowed."},
+	http.StatusNotFound:              {"NotFound", "not_found."},
+	http.StatusConflict:              {"Conflict", "conflict: the job's state does not allow this."},
+	http.StatusRequestEntityTooLarge: {"PayloadTooLarge", "payload_too_large: the body exceeds SUNDIAL_MAX_BODY_BYTES (16× for a batch)."},
+	http.StatusUnsupportedMediaType:  {"UnsupportedMediaType", "unsupported_media_type: the body is not application/json."},
+	http.StatusTooManyRequests:       {"RateLimited", "rate_limited: the key's (or IP's) budget is spent; Retry-After says when to retry."},
+	http.StatusInternalServerError:   {"Internal", "internal: an unexpected error; the log has details under the request id."},
+	http.StatusServiceUnavailable:    {"Unavailable", "unavailable: Redis (or the history store) cannot be reached."},
+}
+
+// schemaGen turns Go types into JSON Schema, collecting named types as
+// components.
+type schemaGen struct {
+	components map[string]any
+}
+
+func (g *schemaGen) ref(t reflect.Type) map[string]any {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	name, named := schemaNames[t]
+	if !named {
+		return g.schema(t, "")
+	}
+	if _, done := g.components[name]; !done {
+		g.components[name] = map[string]any{} // placeholder against recursion
+		g.components[name] = g.schema(t, name)
+	}
+	return map[string]any{"$ref": "#/components/schemas/" + name}
+}
+
+func (g *schemaGen) schema(t reflect.Type, name string) map[string]any {
+	if vals, ok := enums[t]; ok {
+		return map[string]any{"type": "string", "enum": vals}
+	}
+	switch t {
+	case reflect.TypeFor[time.Time](), reflect.TypeFor[msTime]():
+		return map[string]any{"type": "string", "format": "date-time"}
+	case reflect.TypeFor[json.RawMessage]():
+		return map[string]any{}
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return g.ref(t.Elem())
+	case reflect.String:
+		return map[string]any{"type": "string"}
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}
+	case reflect.Int, reflect.Int32:
+		return map[string]any{"type": "integer"}
+	case reflect.Int64:
+		return map[string]any{"type": "integer", "format": "int64"}
+	case reflect.Float64:
+		return map[string]any{"type": "number"}
+	case reflect.Slice:
+		return map[string]any{"type": "array", "items": g.ref(t.Elem())}
+	case reflect.Map:
+		return map[string]any{"type": "object", "additionalProperties": g.ref(t.Elem())}
+	case reflect.Struct:
+		return g.object(t, name)
+	}
+	panic("openapi: no schema for " + t.String())
+}
+
+func (g *schemaGen) object(t reflect.Type, name string) map[string]any {
+	props := map[string]any{}
+	required := []string{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if !f.IsExported() || tag == "-" {
+			continue
+		}
+		prop, opts, _ := strings.Cut(tag, ",")
+		if prop == "" {
+			prop = f.Name
+		}
+		s := g.ref(f.Type)
+		if hints, ok := fieldHints[name+"."+prop]; ok {
+			s = mergeHints(s, hints)
+		}
+		props[prop] = s
+		if !strings.Contains(opts, "omitempty") {
+			required = append(required, prop)
+		}
+	}
+	if r, ok := requestRequired[name]; ok {
+		required = r
+	}
+	out := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	if len(required) > 0 {
+		out["required"] = required
+	}
+	return out
+}
+
+// mergeHints adds hints to a property schema; a $ref is wrapped in allOf
+// so that siblings stay valid everywhere.
+func mergeHints(s, hints map[string]any) map[string]any {
+	out := map[string]any{}
+	if ref, ok := s["$ref"]; ok {
+		out["allOf"] = []any{map[string]any{"$ref": ref}}
+	} else {
+		for k, v := range s {
+			out[k] = v
+		}
+	}
+	for k, v := range hints {
+		out[k] = v
+	}
+	return out
+}
+
+// enumSchema returns the schema of an enumerated string type.
+func enumSchema(v any) map[string]any {
+	return map[string]any{"type": "string", "enum": enums[reflect.TypeOf(v)]}
+}
+
+// openAPIPath turns /v1/jobs/:id into /v1/jobs/{id}.
+func openAPIPath(p string) string {
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		if strings.HasPrefix(s, ":") || strings.HasPrefix(s, "*") {
+			parts[i] = "{" + s[1:] + "}"
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+var pathParams = map[string]map[string]any{
+	"id": {"description": "A job id.", "schema": idSchema},
+	"q":  {"description": "A queue name.", "schema": queueSchema},
+}
+
+// buildOpenAPI generates the OpenAPI 3.1 document of routes.
+func buildOpenAPI(routes []route) ([]byte, error) {
+	g := &schemaGen{components: map[string]any{}}
+	g.ref(reflect.TypeFor[errorBody]())
+	for _, t := range []any{streamEvent{}, eventMessage{}, statsMessage{}} {
+		g.ref(reflect.TypeOf(t))
+	}
+	rateHeaders := map[string]any{
+		"X-RateLimit-Limit":     map[string]any{"$ref": "#/components/headers/X-RateLimit-Limit"},
+		"X-RateLimit-Remaining": map[string]any{"$ref": "#/components/headers/X-RateLimit-Remaining"},
+		"X-RateLimit-Reset":     map[string]any{"$ref": "#/components/headers/X-RateLimit-Reset"},
+		"X-Request-Id":          map[string]any{"$ref": "#/components/headers/X-Request-Id"},
+	}
+	paths := map[string]any{}
+	for _, r := range routes {
+		v1 := strings.HasPrefix(r.Path, "/v1/")
+		d := r.Doc
+		op := map[string]any{"operationId": d.ID, "tags": []string{d.Tag}, "summary": d.Summary}
+		if d.Description != "" {
+			op["description"] = d.Description
+		}
+		if d.Public || !v1 {
+			op["security"] = []any{}
+		} else if r.Path == streamPath {
+			op["security"] = []any{map[string]any{"bearer": []any{}}, map[string]any{"accessToken": []any{}}}
+		}
+		var params []any
+		for _, seg := range strings.Split(r.Path, "/") {
+			if name, ok := strings.CutPrefix(seg, ":"); ok {
+				p := map[string]any{"name": name, "in": "path", "required": true}
+				for k, v := range pathParams[name] {
+					p[k] = v
+				}
+				params = append(params, p)
+			}
+		}
+		for _, q := range d.Query {
+			schema := q.Schema
+			if q.Repeated {
+				schema = map[string]any{"type": "array", "items": q.Schema}
+			}
+			p := map[string]any{"name": q.Name, "in": "query", "description": q.Description, "schema": schema}
+			if q.Repeated {
+				p["style"], p["explode"] = "form", true
+			}
+			params = append(params, p)
+		}
+		if len(params) > 0 {
+			op["parameters"] = params
+		}
+		if d.Body != nil {
+			op["requestBody"] = map[string]any{
+				"required": !d.BodyOptional,
+				"content":  map[string]any{"application/json": map[string]any{"schema": g.ref(reflect.TypeOf(d.Body))}},
+			}
+		}
+		responses := map[string]any{}
+		success := func(status int, description string) map[string]any {
+			resp := map[string]any{"description": description}
+			switch {
+			case d.Response != nil:
+				resp["content"] = map[string]any{"application/json": map[string]any{"schema": g.ref(reflect.TypeOf(d.Response))}}
+			case d.ContentType != "":
+				resp["content"] = map[string]any{d.ContentType: map[string]any{}}
+			}
+			if v1 {
+				resp["headers"] = rateHeaders
+			}
+			return resp
+		}
+		responses[strconv.Itoa(d.Status)] = success(d.Status, http.StatusText(d.Status))
+		for status, desc := range d.Also {
+			responses[strconv.Itoa(status)] = success(status, desc)
+		}
+		errs := append([]int{}, d.Errors...)
+		if v1 {
+			errs = append(errs, http.StatusUnauthorized, http.StatusTooManyRequests)
+		}
+		if d.ContentType == "" || v1 {
+			errs = append(errs, http.StatusInternalServerError)
+		}
+		for _, status := range errs {
+			responses[strconv.Itoa(status)] = map[string]any{"$ref": "#/components/responses/" + errorResponses[status].name}
+		}
+		op["responses"] = responses
+		p := openAPIPath(r.Path)
+		item, _ := paths[p].(map[string]any)
+		if item == nil {
+			item = map[string]any{}
+			paths[p] = item
+		}
+		item[strings.ToLower(r.Method)] = op
+	}
+	responses := map[string]any{}
+	for _, e := range errorResponses {
+		responses[e.name] = map[string]any{
+			"description": e.description,
+			"headers":     rateHeaders,
+			"content":     map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Error"}}},
+		}
+	}
+	responses["RateLimited"].(map[string]any)["headers"] = mergeHints(rateHeaders, map[string]any{
+		"Retry-After": map[string]any{"description": "Seconds until the budget resets.", "schema": map[string]any{"type": "integer"}},
+	})
+	doc := map[string]any{
+		"openapi": "3.1.0",
+		"info": map[string]any{
+			"title":   "Sundial API",
+			"version": "1",
+			"description": "The HTTP API of Sundial, a distributed job scheduler. JSON in and out; every error has the shape " +
+				"{\"error\": {\"code\", \"message\", \"field\"}}. See docs/api.md for the rules behind each route.",
+		},
+		"tags": []any{
+			map[string]any{"name": "jobs", "description": "Submit, inspect, cancel and retry jobs."},
+			map[string]any{"name": "queues", "description": "Queue counts, pause and resume, dead letters."},
+			map[string]any{"name": "workers", "description": "The worker registry."},
+			map[string]any{"name": "stream", "description": "Live events and stats over a websocket."},
+			map[string]any{"name": "operations", "description": "Health, readiness, metrics, this document, the live view."},
+		},
+		"security": []any{map[string]any{"bearer": []any{}}},
+		"paths":    paths,
+		"components": map[string]any{
+			"schemas":   g.components,
+			"responses": responses,
+			"securitySchemes": map[string]any{
+				"bearer":      map[string]any{"type": "http", "scheme": "bearer", "description": "An API key of SUNDIAL_API_KEYS. Not needed when none is configured (open API)."},
+				"accessToken": map[string]any{"type": "apiKey", "in": "query", "name": "access_token", "description": "The API key, for the websocket only."},
+			},
+			"headers": map[string]any{
+				"X-RateLimit-Limit":     map[string]any{"description": "Requests allowed per window (present when rate limiting is on).", "schema": map[string]any{"type": "integer"}},
+				"X-RateLimit-Remaining": map[string]any{"description": "Requests left in the current window.", "schema": map[string]any{"type": "integer"}},
+				"X-RateLimit-Reset":     map[string]any{"description": "Unix time (seconds) when the window resets.", "schema": map[string]any{"type": "integer"}},
+				"X-Request-Id":          map[string]any{"description": "The request's id: the client's own when sane, else generated. Logged with every line about the request.", "schema": map[string]any{"type": "string"}},
+			},
+		},
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,156 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+)
+
+// bury submits n jobs to q and makes them dead (claim, then a fatal
+// outcome), oldest first; it returns their ids.
+func (a *testAPI) bury(t *testing.T, q string, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	var ids []string
+	for range n {
+		j := a.submit(t, map[string]any{"type": "doomed", "queue": q})
+		leases, err := a.q.Claim(ctx, q, 1, "w1")
+		if err != nil || len(leases) != 1 {
+			t.Fatalf("claim: %v", err)
+		}
+		st, err := a.q.Complete(ctx, q, []queue.Outcome{{ID: j.ID, Token: leases[0].Token, Kind: queue.OutcomeDead, Error: "boom", WorkerID: "w1"}})
+		if err != nil || st[0] != queue.StatusDead {
+			t.Fatalf("complete: %v %v", st, err)
+		}
+		ids = append(ids, j.ID)
+	}
+	return ids
+}
+
+func TestQueues(t *testing.T) {
+	a := start(t)
+	var list queueList
+	a.do("GET", "/v1/queues", nil).decode(t, http.StatusOK, &list)
+	if list.Queues == nil || len(list.Queues) != 0 {
+		t.Fatalf("no queues yet should be []: %+v", list)
+	}
+	a.submit(t, map[string]any{"type": "a", "priority": "high"})
+	a.submit(t, map[string]any{"type": "a", "queue": "mail", "delay_seconds": 60})
+	a.do("GET", "/v1/queues", nil).decode(t, http.StatusOK, &list)
+	if len(list.Queues) != 2 || list.Queues[0].Name != "default" || list.Queues[0].Queued["high"] != 1 || list.Queues[1].Scheduled != 1 {
+		t.Fatalf("%+v", list)
+	}
+	var one queue.QueueStats
+	a.do("GET", "/v1/queues/mail", nil).decode(t, http.StatusOK, &one)
+	if one.Name != "mail" || one.Scheduled != 1 {
+		t.Fatalf("%+v", one)
+	}
+	a.do("GET", "/v1/queues/nope", nil).wantError(t, http.StatusNotFound, codeNotFound, "")
+	a.do("GET", "/v1/queues/Bad%20Name", nil).wantError(t, http.StatusBadRequest, codeInvalidArgument, "queue")
+}
+
+func TestPauseResume(t *testing.T) {
+	a := start(t)
+	ctx := context.Background()
+	// Pausing a queue nobody used yet creates it, paused.
+	var st queue.QueueStats
+	a.do("POST", "/v1/queues/fresh/pause", nil).decode(t, http.StatusOK, &st)
+	if !st.Paused || st.Name != "fresh" {
+		t.Fatalf("%+v", st)
+	}
+	a.submit(t, map[string]any{"type": "a", "queue": "fresh"})
+	if leases, err := a.q.Claim(ctx, "fresh", 1, "w"); err != nil || len(leases) != 0 {
+		t.Fatalf("claimed from a paused queue: %v %v", leases, err)
+	}
+	a.do("POST", "/v1/queues/fresh/resume", "{}").decode(t, http.StatusOK, &st)
+	if st.Paused {
+		t.Fatal("still paused")
+	}
+	if leases, err := a.q.Claim(ctx, "fresh", 1, "w"); err != nil || len(leases) != 1 {
+		t.Fatalf("no claim after resume: %v %v", leases, err)
+	}
+	a.do("POST", "/v1/queues/never/resume", nil).wantError(t, http.StatusNotFound, codeNotFound, "")
+	a.do("POST", "/v1/queues/BAD/pause", nil).wantError(t, http.StatusBadRequest, codeInvalidArgument, "queue")
+	a.do("POST", "/v1/queues/fresh/pause", `{"why":"x"}`).wantError(t, http.StatusBadRequest, codeInvalidArgument, "why")
+}
+
+func TestDeadLetters(t *testing.T) {
+	a := start(t)
+	ids := a.bury(t, "mail", 5)
+	// Newest first, paged.
+	var page searchResult
+	a.do("GET", "/v1/queues/mail/dead?limit=2", nil).decode(t, http.StatusOK, &page)
+	var seen []string
+	for {
+		for _, j := range page.Jobs {
+			if j.State != job.Dead || j.LastError != "boom" {
+				t.Fatalf("%+v", j)
+			}
+			seen = append(seen, j.ID)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		a.do("GET", "/v1/queues/mail/dead?limit=2&cursor="+page.NextCursor, nil).decode(t, http.StatusOK, &page)
+	}
+	want := slices.Clone(ids)
+	slices.Reverse(want)
+	if !slices.Equal(seen, want) {
+		t.Fatalf("dead letters %v, want newest first %v", seen, want)
+	}
+	a.do("GET", "/v1/queues/mail/dead?cursor=garbage", nil).wantError(t, http.StatusBadRequest, codeInvalidArgument, "cursor")
+	a.do("GET", "/v1/queues/mail/dead?limit=1000", nil).wantError(t, http.StatusBadRequest, codeInvalidArgument, "limit")
+	a.do("GET", "/v1/queues/none/dead", nil).wantError(t, http.StatusNotFound, codeNotFound, "")
+
+	// Retry two by id, purge one by id, then retry and purge the rest.
+	var retried retriedCount
+	a.do("POST", "/v1/queues/mail/dead/retry", map[string]any{"ids": ids[:2]}).decode(t, http.StatusOK, &retried)
+	if retried.Retried != 2 {
+		t.Fatalf("retried %d", retried.Retried)
+	}
+	var deleted deletedCount
+	a.do("DELETE", "/v1/queues/mail/dead", map[string]any{"ids": ids[2:3]}).decode(t, http.StatusOK, &deleted)
+	if deleted.Deleted != 1 {
+		t.Fatalf("deleted %d", deleted.Deleted)
+	}
+	a.do("GET", "/v1/jobs/"+ids[2], nil).wantError(t, http.StatusNotFound, codeNotFound, "")
+	a.do("POST", "/v1/queues/mail/dead/retry", map[string]any{"ids": []string{}}).wantError(t, http.StatusBadRequest, codeInvalidArgument, "ids")
+	a.do("POST", "/v1/queues/mail/dead/retry", `{"ids":["ok","a b"]}`).wantError(t, http.StatusBadRequest, codeInvalidArgument, "ids[1]")
+	a.do("POST", "/v1/queues/mail/dead/retry", `{"id":["x"]}`).wantError(t, http.StatusBadRequest, codeInvalidArgument, "id")
+	a.do("POST", "/v1/queues/mail/dead/retry", nil).decode(t, http.StatusOK, &retried)
+	if retried.Retried != 2 {
+		t.Fatalf("retry all: %d", retried.Retried)
+	}
+	a.bury(t, "news", 2)
+	a.do("DELETE", "/v1/queues/news/dead", nil).decode(t, http.StatusOK, &deleted)
+	if deleted.Deleted != 2 {
+		t.Fatalf("purge all: %d", deleted.Deleted)
+	}
+	for _, st := range a.stats(t) {
+		if st.Dead != 0 {
+			t.Fatalf("%+v", st)
+		}
+	}
+}
+
+func TestWorkers(t *testing.T) {
+	a := start(t)
+	var list workerList
+	a.do("GET", "/v1/workers", nil).decode(t, http.StatusOK, &list)
+	if list.Workers == nil || len(list.Workers) != 0 {
+		t.Fatalf("%+v", list)
+	}
+	w := queue.WorkerInfo{ID: "host-1-1", Hostname: "host", PID: 1, Queues: []string{"default"}, Concurrency: 10, ActiveJobs: []string{}, StartedAt: time.Now().UTC()}
+	if err := a.q.Heartbeat(context.Background(), w, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	a.do("GET", "/v1/workers", nil).decode(t, http.StatusOK, &list)
+	if len(list.Workers) != 1 || list.Workers[0].ID != w.ID || list.Workers[0].Concurrency != 10 {
+		t.Fatalf("%+v", list)
+	}
+}

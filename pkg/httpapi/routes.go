@@ -1,0 +1,215 @@
+package httpapi
+
+import (
+	"net/http"
+	"sync"
+
+	"github.com/gin-gonic/gin"
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+)
+
+// route is one entry of the API's route table: the handler and the
+// documentation the OpenAPI document is generated from.
+type route struct {
+	Method, Path string // Path in Gin's syntax: /v1/jobs/:id
+	Handler      gin.HandlerFunc
+	Doc          operation
+}
+
+// operation documents a route for the OpenAPI document.
+type operation struct {
+	ID, Tag, Summary, Description string
+	// Public routes need no API key.
+	Public bool
+	// Query lists the query parameters.
+	Query []param
+	// Body is a value of the request body's type; nil for none.
+	// BodyOptional marks a body that may be left out.
+	Body         any
+	BodyOptional bool
+	// Status is the success status and Response a value of its body's type
+	// (JSON), or ContentType names another media type. Also lists further
+	// success statuses with the same body.
+	Status      int
+	Response    any
+	ContentType string
+	Also        map[int]string
+	// Errors lists the error statuses particular to the route; 401, 429
+	// (on /v1) and 500 are added to every route.
+	Errors []int
+}
+
+// param is a query parameter.
+type param struct {
+	Name, Description string
+	Schema            map[string]any
+	Repeated          bool
+}
+
+var (
+	queueSchema = map[string]any{"type": "string", "pattern": "^[a-z0-9_-]{1,64}$"}
+	typeSchema  = map[string]any{"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,128}$"}
+	idSchema    = map[string]any{"type": "string", "maxLength": 64}
+	timeSchema  = map[string]any{"type": "string", "format": "date-time"}
+	limitSchema = map[string]any{"type": "integer", "minimum": 1, "maximum": maxPageSize, "default": defaultPageSize}
+	textSchema  = map[string]any{"type": "string"}
+	limitParam  = param{"limit", "Page size.", limitSchema, false}
+	cursorParam = param{"cursor", "The next_cursor of the previous page.", textSchema, false}
+)
+
+// routes is the API's route table: every route the server registers, in
+// documentation order.
+func (s *Server) routes() []route {
+	return []route{
+		{http.MethodPost, "/v1/jobs", s.submitJob, operation{
+			ID: "submitJob", Tag: "jobs", Summary: "Submit a job",
+			Description: "Validates and stores one job. The same idempotency_key in the same queue within 24 h answers 200 with the first job and creates nothing.",
+			Body:        job.Spec{}, Status: http.StatusCreated, Response: job.Job{},
+			Also:   map[int]string{http.StatusOK: "An earlier job with the same idempotency key; nothing new was created."},
+			Errors: []int{400, 413, 415, 503},
+		}},
+		{http.MethodPost, "/v1/jobs/batch", s.submitBatch, operation{
+			ID: "submitBatch", Tag: "jobs", Summary: "Submit up to 1000 jobs, all or nothing",
+			Description: "One bad job rejects the batch with field \"jobs[i].x\". depends_on may name an earlier job of the batch as \"#0\", \"#1\"… An idempotent duplicate appears as the earlier job. Counts as one request for the rate limit; the body may be 16× the usual limit.",
+			Body:        batchRequest{}, Status: http.StatusCreated, Response: jobList{},
+			Errors: []int{400, 413, 415, 503},
+		}},
+		{http.MethodGet, "/v1/jobs", s.searchJobs, operation{
+			ID: "searchJobs", Tag: "jobs", Summary: "Search the job history",
+			Description: "Searches the history store, newest first. 503 when no history store is configured.",
+			Query: []param{
+				{"queue", "Only jobs of this queue.", queueSchema, false},
+				{"type", "Only jobs of this type.", typeSchema, false},
+				{"state", "Only jobs in this state.", enumSchema(job.State("")), false},
+				{"from", "created_at at or after this time.", timeSchema, false},
+				{"to", "created_at before this time.", timeSchema, false},
+				limitParam, cursorParam,
+			},
+			Status: http.StatusOK, Response: searchResult{}, Errors: []int{400, 503},
+		}},
+		{http.MethodGet, "/v1/jobs/:id", s.getJob, operation{
+			ID: "getJob", Tag: "jobs", Summary: "Get a job",
+			Description: "The job's current state, live from Redis, or from the history store once it has left Redis.",
+			Status:      http.StatusOK, Response: job.Job{}, Errors: []int{404, 503},
+		}},
+		{http.MethodGet, "/v1/jobs/:id/events", s.jobEvents, operation{
+			ID: "jobEvents", Tag: "jobs", Summary: "A job's history, oldest first",
+			Description: "From the history store; 503 when none is configured.",
+			Status:      http.StatusOK, Response: eventList{}, Errors: []int{404, 503},
+		}},
+		{http.MethodPost, "/v1/jobs/:id/cancel", s.cancelJob, operation{
+			ID: "cancelJob", Tag: "jobs", Summary: "Cancel a job",
+			Description: "A queued, scheduled or waiting job ends cancelled; an active job's handler is told to stop and the job ends cancelled. A job in a final state answers 409. The body may be left out or be {}.",
+			Body:        struct{}{}, BodyOptional: true, Status: http.StatusOK, Response: job.Job{},
+			Errors: []int{400, 404, 409, 415, 503},
+		}},
+		{http.MethodPost, "/v1/jobs/:id/retry", s.retryJob, operation{
+			ID: "retryJob", Tag: "jobs", Summary: "Retry a dead or cancelled job",
+			Description: "Queues the job again with attempt reset to 0 and a retried event; any other state answers 409. The body may be left out or be {}.",
+			Body:        struct{}{}, BodyOptional: true, Status: http.StatusOK, Response: job.Job{},
+			Errors: []int{400, 404, 409, 415, 503},
+		}},
+		{http.MethodGet, "/v1/queues", s.listQueues, operation{
+			ID: "listQueues", Tag: "queues", Summary: "Every queue's counts",
+			Status: http.StatusOK, Response: queueList{}, Errors: []int{400, 503},
+		}},
+		{http.MethodGet, "/v1/queues/:q", s.getQueue, operation{
+			ID: "getQueue", Tag: "queues", Summary: "One queue's counts",
+			Description: "404 for a queue that never had a job and was never paused.",
+			Status:      http.StatusOK, Response: queue.QueueStats{}, Errors: []int{400, 404, 503},
+		}},
+		{http.MethodPost, "/v1/queues/:q/pause", s.pauseQueue, operation{
+			ID: "pauseQueue", Tag: "queues", Summary: "Pause a queue",
+			Description: "Workers stop claiming from the queue; it keeps accepting and promoting jobs. Pausing an unknown queue creates it, so a queue can be paused before its first job. Answers the queue's counts.",
+			Body:        struct{}{}, BodyOptional: true, Status: http.StatusOK, Response: queue.QueueStats{},
+			Errors: []int{400, 415, 503},
+		}},
+		{http.MethodPost, "/v1/queues/:q/resume", s.resumeQueue, operation{
+			ID: "resumeQueue", Tag: "queues", Summary: "Resume a paused queue",
+			Body: struct{}{}, BodyOptional: true, Status: http.StatusOK, Response: queue.QueueStats{},
+			Errors: []int{400, 404, 415, 503},
+		}},
+		{http.MethodGet, "/v1/queues/:q/dead", s.listDead, operation{
+			ID: "listDead", Tag: "queues", Summary: "A queue's dead letters, newest first",
+			Query:  []param{limitParam, cursorParam},
+			Status: http.StatusOK, Response: searchResult{}, Errors: []int{400, 404, 503},
+		}},
+		{http.MethodPost, "/v1/queues/:q/dead/retry", s.retryDead, operation{
+			ID: "retryDead", Tag: "queues", Summary: "Requeue dead letters",
+			Description: "Requeues the listed dead jobs, or every dead job of the queue when the body or ids is left out. An empty ids list is refused.",
+			Body:        deadSelection{}, BodyOptional: true, Status: http.StatusOK, Response: retriedCount{},
+			Errors: []int{400, 404, 413, 415, 503},
+		}},
+		{http.MethodDelete, "/v1/queues/:q/dead", s.purgeDead, operation{
+			ID: "purgeDead", Tag: "queues", Summary: "Purge dead letters",
+			Description: "Deletes the listed dead jobs, or every dead job of the queue when the body or ids is left out; their history stays in the history store. An empty ids list is refused.",
+			Body:        deadSelection{}, BodyOptional: true, Status: http.StatusOK, Response: deletedCount{},
+			Errors: []int{400, 404, 413, 415, 503},
+		}},
+		{http.MethodGet, "/v1/workers", s.listWorkers, operation{
+			ID: "listWorkers", Tag: "workers", Summary: "Live workers",
+			Description: "Workers seen within the last three heartbeats.",
+			Status:      http.StatusOK, Response: workerList{}, Errors: []int{400, 503},
+		}},
+		{http.MethodGet, streamPath, s.stream, operation{
+			ID: "stream", Tag: "stream", Summary: "Live stream (websocket)",
+			Description: "Upgrades to a websocket that sends JSON text messages: {\"kind\":\"event\",\"event\":StreamEvent} for each matching job event and {\"kind\":\"stats\",…} (StreamStats) every second to every client. " +
+				"Filters are repeatable; values of one filter are alternatives, different filters must all match. A client that falls more than 256 messages behind is closed with 1013; " +
+				"shutdown closes with 1001. Browsers authenticate with ?access_token=. Origins other than the API's host must be in SUNDIAL_ALLOWED_ORIGINS (403 otherwise).",
+			Query: []param{
+				{"queue", "Only events of these queues.", queueSchema, true},
+				{"type", "Only events of these job types.", typeSchema, true},
+				{"job", "Only events of these jobs.", idSchema, true},
+				{"access_token", "The API key, for clients that cannot send Authorization.", textSchema, false},
+			},
+			Status: http.StatusSwitchingProtocols, Errors: []int{400, 403, 503},
+		}},
+		{http.MethodGet, "/v1/openapi.json", s.openAPI, operation{
+			ID: "openAPI", Tag: "operations", Summary: "This document",
+			Status: http.StatusOK, ContentType: "application/json",
+		}},
+		{http.MethodGet, "/healthz", s.healthz, operation{
+			ID: "healthz", Tag: "operations", Summary: "Liveness", Public: true,
+			Description: "200 while the process runs, whatever its dependencies do.",
+			Status:      http.StatusOK, Response: healthBody{},
+		}},
+		{http.MethodGet, "/readyz", s.readyz, operation{
+			ID: "readyz", Tag: "operations", Summary: "Readiness", Public: true,
+			Description: "200 when Redis and the history store (when configured) answer; 503 with the same body shape naming what fails.",
+			Status:      http.StatusOK, Response: readiness{},
+			Also: map[int]string{http.StatusServiceUnavailable: "A dependency does not answer."},
+		}},
+		{http.MethodGet, "/metrics", s.metricsHandler(), operation{
+			ID: "metrics", Tag: "operations", Summary: "Prometheus metrics", Public: true,
+			Status: http.StatusOK, ContentType: "text/plain",
+		}},
+		{http.MethodGet, "/", s.index, operation{
+			ID: "dashboard", Tag: "operations", Summary: "Live view (HTML)", Public: true,
+			Status: http.StatusOK, ContentType: "text/html",
+		}},
+	}
+}
+
+var releaseMode sync.Once
+
+// newEngine builds the Gin engine: release mode, no Gin logger or
+// recovery (the server's own middleware does both), proxies trusted only
+// when configured, and every route of the table.
+func (s *Server) newEngine() (*gin.Engine, error) {
+	releaseMode.Do(func() { gin.SetMode(gin.ReleaseMode) })
+	e := gin.New()
+	e.RedirectTrailingSlash = false
+	e.RedirectFixedPath = false
+	if err := e.SetTrustedProxies(s.cfg.TrustedProxies); err != nil {
+		return nil, err
+	}
+	e.Use(s.observe(newRequestIDs()), s.recoverer, s.guard)
+	for _, r := range s.routes() {
+		e.Handle(r.Method, r.Path, r.Handler)
+	}
+	e.NoRoute(func(c *gin.Context) {
+		fail(c, &apiError{Status: http.StatusNotFound, Code: codeNotFound, Message: "no such route: " + c.Request.Method + " " + c.Request.URL.Path})
+	})
+	return e, nil
+}

@@ -1,0 +1,205 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/gin-gonic/gin"
+	"github.com/sundialhq/sundial/pkg/job"
+)
+
+// streamPath is the route of the live stream.
+const streamPath = "/v1/stream"
+
+// streamFilter selects the events a client receives: each named dimension
+// must match one of its values; an empty dimension matches everything.
+type streamFilter struct {
+	queues, types, jobs []string
+}
+
+func (f *streamFilter) match(e *streamEvent) bool {
+	return (len(f.queues) == 0 || slices.Contains(f.queues, e.Queue)) &&
+		(len(f.types) == 0 || slices.Contains(f.types, e.Type)) &&
+		(len(f.jobs) == 0 || slices.Contains(f.jobs, e.JobID))
+}
+
+// parseFilter reads ?queue=&type=&job= (each repeatable).
+func parseFilter(c *gin.Context) (streamFilter, error) {
+	var f streamFilter
+	if err := checkQuery(c, "queue", "type", "job", "access_token"); err != nil {
+		return f, err
+	}
+	q := c.Request.URL.Query()
+	f.queues, f.types, f.jobs = q["queue"], q["type"], q["job"]
+	for _, v := range f.queues {
+		if !job.ValidQueue(v) {
+			return f, invalid("queue", "queue must match [a-z0-9_-]{1,64}")
+		}
+	}
+	for _, v := range f.types {
+		if !job.ValidType(v) {
+			return f, invalid("type", "type must match [A-Za-z0-9_.:-]{1,128}")
+		}
+	}
+	for _, v := range f.jobs {
+		if v == "" || len(v) > 64 {
+			return f, invalid("job", "job must be a job id")
+		}
+	}
+	return f, nil
+}
+
+// client is one websocket connection of the stream.
+type client struct {
+	filter   streamFilter
+	send     chan []byte
+	dropped  chan struct{} // closed when the hub drops the client
+	dropOnce sync.Once
+	cancel   context.CancelFunc // ends the connection's context: aborts a blocked write
+}
+
+// abortAfter cuts the connection off after d, whatever it is doing.
+func (c *client) abortAfter(d time.Duration) {
+	if d <= 0 {
+		c.cancel()
+		return
+	}
+	time.AfterFunc(d, c.cancel)
+}
+
+var (
+	errNotWebsocket = invalid("", "GET /v1/stream needs a websocket handshake (Upgrade: websocket)")
+	errOrigin       = &apiError{Status: http.StatusForbidden, Code: codePermissionDenied, Message: "origin not allowed"}
+	errNoStream     = &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Message: "the live stream is not running"}
+)
+
+// stream handles GET /v1/stream: it upgrades to a websocket and sends the
+// matching job events and a stats message every tick until the client
+// leaves, falls behind, or the server shuts down.
+func (s *Server) stream(c *gin.Context) {
+	f, err := parseFilter(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	r := c.Request
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		fail(c, errNotWebsocket)
+		return
+	}
+	if !originAllowed(r, s.cfg.AllowedOrigins) {
+		fail(c, errOrigin)
+		return
+	}
+	if !s.hub.running.Load() {
+		fail(c, errNoStream)
+		return
+	}
+	conn, err := websocket.Accept(c.Writer, r, &websocket.AcceptOptions{
+		OriginPatterns:  s.cfg.AllowedOrigins,
+		CompressionMode: websocket.CompressionDisabled,
+	})
+	if err != nil {
+		// Accept has answered the handshake error itself.
+		c.Abort()
+		return
+	}
+	s.hub.serve(context.WithoutCancel(r.Context()), conn, f)
+}
+
+// serve writes to one client until it goes. The connection's reads are
+// handled by CloseRead, which answers pings and notices the peer's close.
+func (h *hub) serve(ctx context.Context, conn *websocket.Conn, f streamFilter) {
+	ctx = conn.CloseRead(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c := &client{filter: f, send: make(chan []byte, h.opts.ClientBuffer), dropped: make(chan struct{}), cancel: cancel}
+	if !h.add(c) {
+		_ = conn.Close(websocket.StatusGoingAway, "server shutting down")
+		return
+	}
+	defer h.wg.Done()
+	defer h.remove(c)
+	if st := h.lastStats.Load(); st != nil {
+		c.send <- *st
+	}
+	var keepalive sync.WaitGroup
+	defer keepalive.Wait()
+	defer cancel()
+	keepalive.Go(func() { h.keepalive(ctx, conn, cancel) })
+	for {
+		select {
+		case msg := <-c.send:
+			if err := conn.Write(ctx, websocket.MessageText, msg); err != nil {
+				_ = conn.CloseNow()
+				return
+			}
+		case <-c.dropped:
+			_ = conn.Close(websocket.StatusTryAgainLater, fmt.Sprintf("too slow: more than %d messages behind", h.opts.ClientBuffer))
+			return
+		case <-h.leaving:
+			_ = conn.Close(websocket.StatusGoingAway, "server shutting down")
+			return
+		case <-ctx.Done():
+			_ = conn.CloseNow()
+			return
+		}
+	}
+}
+
+// keepalive pings the client every PingInterval; a client that does not
+// answer within WriteTimeout is disconnected.
+func (h *hub) keepalive(ctx context.Context, conn *websocket.Conn, cancel context.CancelFunc) {
+	t := time.NewTicker(h.opts.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, done := context.WithTimeout(ctx, h.opts.WriteTimeout)
+		err := conn.Ping(pctx)
+		done()
+		if err != nil {
+			cancel()
+			return
+		}
+	}
+}
+
+// originAllowed applies the websocket's origin rule before the handshake,
+// so that a refusal has the API's error shape: no Origin header (not a
+// browser), the API's own host, or a match of one of patterns ("host",
+// "*.example.com", or "scheme://host" patterns).
+func originAllowed(r *http.Request, patterns []string) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	for _, p := range patterns {
+		target := u.Host
+		if strings.Contains(p, "://") {
+			target = u.Scheme + "://" + u.Host
+		}
+		if ok, _ := path.Match(strings.ToLower(p), strings.ToLower(target)); ok {
+			return true
+		}
+	}
+	return false
+}
