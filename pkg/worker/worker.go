@@ -95,6 +95,7 @@ type Worker struct {
 
 	slots     chan struct{} // one token per free slot
 	outcomes  chan result
+	pending   sync.WaitGroup // outcomes handed over but not yet written
 	processed atomic.Int64
 	failed    atomic.Int64
 }
@@ -186,20 +187,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Every outcome has been handed to the completer; wait until it wrote
 	// them, or give up after another ShutdownTimeout (Redis unreachable):
 	// those leases expire and the poller retries the jobs.
-	deadline := time.After(w.cfg.ShutdownTimeout)
-	var orphans chan result
-	for freed := 0; freed < w.cfg.Concurrency; {
-		select {
-		case <-w.slots:
-			freed++
-		case <-deadline:
-			w.log.Error("could not report every outcome before the deadline")
-			stopBG()
-			deadline, orphans = nil, w.outcomes
-		case r := <-orphans:
-			w.finish(r.outcome.ID)
-			freed++
-		}
+	written := make(chan struct{})
+	go func() { w.pending.Wait(); close(written) }()
+	select {
+	case <-written:
+	case <-time.After(w.cfg.ShutdownTimeout):
+		w.log.Error("could not report every outcome before the deadline; their leases will expire")
 	}
 	stopBG()
 	bgWG.Wait()
@@ -311,12 +304,17 @@ func (w *Worker) start(jobsCtx context.Context, queueName string, l queue.Lease,
 		defer wg.Done()
 		o, report := w.execute(ctx, l)
 		cancel(nil)
-		if !report {
+		if report {
+			// The slot frees as soon as the handler returns, so the next
+			// claim overlaps with writing this outcome. The outcomes
+			// channel is bounded: a slow Redis blocks here, which stops
+			// claims too.
+			w.pending.Add(1)
+			w.outcomes <- result{queue: queueName, outcome: o}
+		} else {
 			w.finish(l.Job.ID)
-			w.slots <- struct{}{}
-			return
 		}
-		w.outcomes <- result{queue: queueName, outcome: o}
+		w.slots <- struct{}{}
 	}()
 }
 
@@ -373,15 +371,24 @@ func (w *Worker) call(ctx context.Context, h Handler, j *job.Job) (res any, err 
 	return h.Work(ctx, j)
 }
 
-// complete writes outcomes in batches: it takes what is waiting, writes one
-// script call per queue, then frees the slots.
+// complete writes outcomes in batches: it takes what is waiting and writes
+// one script call per queue.
 func (w *Worker) complete(ctx context.Context) {
 	batch := make([]result, 0, w.cfg.Concurrency)
 	for {
 		var first result
 		select {
 		case <-ctx.Done():
-			return
+			// Shutdown gave up on these: their leases expire instead.
+			for {
+				select {
+				case r := <-w.outcomes:
+					w.finish(r.outcome.ID)
+					w.pending.Done()
+				default:
+					return
+				}
+			}
 		case first = <-w.outcomes:
 		}
 		batch = append(batch[:0], first)
@@ -397,7 +404,7 @@ func (w *Worker) complete(ctx context.Context) {
 		w.write(ctx, batch)
 		for _, r := range batch {
 			w.finish(r.outcome.ID)
-			w.slots <- struct{}{}
+			w.pending.Done()
 		}
 	}
 }

@@ -8,12 +8,12 @@
 -- Returns one status per job: 'succeeded', 'scheduled', 'queued', 'dead' or 'stale'.
 local n = tonumber(ARGV[6])
 local out = {}
-local processed = 0
+local processed, succeeded = 0, 0
 for i = 1, n do
   local b = 7 + (i - 1) * 6
   local id, token, outcome, detail, worker, r = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
   local jk = JOB .. id
-  local f = redis.call('HMGET', jk, 'type', 'attempt', 'max_attempts', 'backoff_base', 'backoff_max', 'priority', 'state', 'token')
+  local f = redis.call('HMGET', jk, 'type', 'attempt', 'max_attempts', 'backoff_base', 'backoff_max', 'priority', 'state', 'token', 'has_dependents')
   if f[7] ~= 'active' or f[8] ~= token then
     out[i] = 'stale'
   else
@@ -22,14 +22,15 @@ for i = 1, n do
       redis.call('ZREM', K_LEASES, id)
       redis.call('DEL', QK .. 'lock:' .. id)
       finish(id, 'succeeded', {'result', detail, 'token', ''})
-      redis.call('HINCRBY', K_STATS, 'succeeded_total', 1)
+      succeeded = succeeded + 1
       emit(id, f[1], 'succeeded', 'succeeded', f[2], worker, '')
-      signal(settle_dependents(id, true, ''))
+      signal(settle_dependents(id, true, '', f[9] or ''))
       out[i] = 'succeeded'
     else
       out[i] = retry_or_bury(id, f, detail, outcome == 'fail', tonumber(r), 'failed', worker)
     end
   end
 end
+if succeeded > 0 then redis.call('HINCRBY', K_STATS, 'succeeded_total', succeeded) end
 count_processed(processed)
 return out

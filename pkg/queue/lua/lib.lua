@@ -94,7 +94,9 @@ local cancel_waiting
 -- each dependent loses one pending dependency (and starts when none is
 -- left); on dead or cancelled every dependent is cancelled, transitively.
 -- Returns how many jobs became queued.
-local function settle_dependents(id, ok, why)
+local function settle_dependents(id, ok, why, flag)
+  if flag == nil then flag = redis.call('HGET', JOB .. id, 'has_dependents') end
+  if flag ~= '1' then return 0 end
   local dkey = QK .. 'dependents:' .. id
   local deps = redis.call('SMEMBERS', dkey)
   redis.call('DEL', dkey)

@@ -100,7 +100,11 @@ for i = 1, n do
     if state == 'waiting' then
       redis.call('ZADD', K_WAIT, j.created, j.id)
       redis.call('SADD', QK .. 'deps:' .. j.id, unpack(j.pending))
-      for _, d in ipairs(j.pending) do redis.call('SADD', QK .. 'dependents:' .. d, j.id) end
+      for _, d in ipairs(j.pending) do
+        redis.call('SADD', QK .. 'dependents:' .. d, j.id)
+        -- Batch jobs are written in order, so d's hash exists by now.
+        redis.call('HSET', JOB .. d, 'has_dependents', '1')
+      end
     elseif state == 'scheduled' then
       redis.call('ZADD', K_SCHED, j.run_at, j.id)
       if min_due == nil or j.run_at < min_due then min_due = j.run_at end
