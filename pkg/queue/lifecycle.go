@@ -26,7 +26,7 @@ func (c *Client) Claim(ctx context.Context, queue string, n int, workerID string
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	const stride = 9
+	const stride = 10
 	out := make([]Lease, 0, len(res)/stride)
 	for i := 0; i+stride <= len(res); i += stride {
 		r := res[i : i+stride]
@@ -34,11 +34,12 @@ func (c *Client) Claim(ctx context.Context, queue string, n int, workerID string
 		maxAttempts, _ := strconv.Atoi(r[5])
 		timeout, _ := strconv.Atoi(r[6])
 		created, _ := strconv.ParseInt(r[8], 10, 64)
+		runAt, _ := strconv.ParseInt(r[9], 10, 64)
 		started := now.UTC()
 		j := &job.Job{
 			ID: r[0], Queue: queue, Type: r[2], Priority: job.Priority(r[7]), State: job.Active,
 			Attempt: attempt, MaxAttempts: maxAttempts, TimeoutSeconds: timeout,
-			CreatedAt: msTime(created), StartedAt: &started, WorkerID: workerID,
+			CreatedAt: msTime(created), RunAt: msTime(runAt), StartedAt: &started, WorkerID: workerID,
 		}
 		if r[3] != "" {
 			j.Payload = json.RawMessage(r[3])
