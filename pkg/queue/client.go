@@ -69,23 +69,25 @@ type Client struct {
 	opts    Options
 	scripts *scripts
 
-	mu     sync.Mutex
-	keys   map[string]*queueKeys
-	known  map[string]time.Time // queue → when it was last registered
-	randMu sync.Mutex
-	rng    *rand.Rand
+	mu         sync.Mutex
+	keys       map[string]*queueKeys
+	known      map[string]time.Time // queue → when it was last registered
+	coalescers map[string]*coalescer
+	randMu     sync.Mutex
+	rng        *rand.Rand
 }
 
 // New returns a Client over rdb.
 func New(rdb redis.UniversalClient, opts Options) *Client {
 	opts.fill()
 	return &Client{
-		rdb:     rdb,
-		opts:    opts,
-		scripts: loadScripts(),
-		keys:    map[string]*queueKeys{},
-		known:   map[string]time.Time{},
-		rng:     rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		rdb:        rdb,
+		opts:       opts,
+		scripts:    loadScripts(),
+		keys:       map[string]*queueKeys{},
+		known:      map[string]time.Time{},
+		coalescers: map[string]*coalescer{},
+		rng:        rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 }
 

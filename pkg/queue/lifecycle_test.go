@@ -402,3 +402,42 @@ func TestSubmitGuarded(t *testing.T) {
 		t.Fatalf("queued = %d, want exactly 1", st[0].Queued["normal"])
 	}
 }
+
+// Concurrent single submits share script calls; each caller must still get
+// back its own job, and every job must be stored exactly once.
+func TestConcurrentSingleSubmitsCoalesce(t *testing.T) {
+	e := newEnv(t)
+	const producers, each = 16, 50
+	errs := make(chan error, producers)
+	for p := 0; p < producers; p++ {
+		go func() {
+			for i := 0; i < each; i++ {
+				j := e.build(t, job.Spec{Type: fmt.Sprintf("p%d-%d", p, i), IdempotencyKey: fmt.Sprintf("k%d", i%7+p*100)})
+				res, err := e.q.Submit(e.ctx, []*job.Job{j})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !res[0].Duplicate && res[0].Job.ID != j.ID {
+					errs <- fmt.Errorf("caller got job %s back, submitted %s", res[0].Job.ID, j.ID)
+					return
+				}
+				if res[0].Duplicate && res[0].Job.IdempotencyKey != j.IdempotencyKey {
+					errs <- fmt.Errorf("duplicate of another key: %+v", res[0].Job)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for p := 0; p < producers; p++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, _ := e.q.Stats(e.ctx, "default")
+	// 7 distinct keys per producer: the rest were duplicates.
+	if got := st[0].Queued["normal"]; got != producers*7 || st[0].SubmittedTotal != producers*7 {
+		t.Fatalf("queued %d jobs, want %d", got, producers*7)
+	}
+}

@@ -53,8 +53,19 @@ func (e *DependencyError) Field(batch bool) string {
 // Submit stores jobs built by job.Spec.Build, all or nothing. A dependency
 // may name an earlier job of the same call as "#n". Jobs of one queue are
 // written by one script call; a batch over several queues is checked in full
-// before any queue is written.
+// before any queue is written. Concurrent single-job submits to one queue
+// share script calls (see coalescer).
 func (c *Client) Submit(ctx context.Context, jobs []*job.Job) ([]Submitted, error) {
+	if len(jobs) == 1 && len(jobs[0].DependsOn) == 0 {
+		if err := c.register(ctx, jobs[0].Queue); err != nil {
+			return nil, err
+		}
+		s, err := c.submitOne(ctx, jobs[0])
+		if err != nil {
+			return nil, err
+		}
+		return []Submitted{s}, nil
+	}
 	if err := resolveBatchRefs(jobs); err != nil {
 		return nil, err
 	}

@@ -43,8 +43,9 @@ local function signal(n)
   if n > SIGNAL_CAP then n = SIGNAL_CAP end
   local t = {}
   for i = 1, n do t[i] = '1' end
-  redis.call('LPUSH', K_SIGNAL, unpack(t))
-  redis.call('LTRIM', K_SIGNAL, 0, SIGNAL_CAP - 1)
+  if redis.call('LPUSH', K_SIGNAL, unpack(t)) > SIGNAL_CAP then
+    redis.call('LTRIM', K_SIGNAL, 0, SIGNAL_CAP - 1)
+  end
 end
 
 -- earliest returns the smallest score of the scheduled set, or nil.

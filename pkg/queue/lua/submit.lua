@@ -77,8 +77,8 @@ if dry_run then return {'ok'} end
 
 -- Phase 2: write.
 local out = {'ok'}
-local ready = 0
-local before = earliest()
+local ready, created = 0, 0
+local before = nil
 local min_due = nil
 for i = 1, n do
   local j = jobs[i]
@@ -106,6 +106,7 @@ for i = 1, n do
         redis.call('HSET', JOB .. d, 'has_dependents', '1')
       end
     elseif state == 'scheduled' then
+      if min_due == nil then before = earliest() end
       redis.call('ZADD', K_SCHED, j.run_at, j.id)
       if min_due == nil or j.run_at < min_due then min_due = j.run_at end
     else
@@ -113,6 +114,7 @@ for i = 1, n do
       ready = ready + 1
     end
     emit(j.id, j.type, 'submitted', state, 0, '', '')
+    created = created + 1
     out[#out + 1] = j.id
     out[#out + 1] = 'new'
   end
@@ -124,7 +126,7 @@ end
 if rec_key ~= '' and rec_m > 0 then
   redis.call('HSET', rec_key, unpack(ARGV, 15, 14 + 2 * rec_m))
 end
-redis.call('HINCRBY', K_STATS, 'submitted_total', n)
+if created > 0 then redis.call('HINCRBY', K_STATS, 'submitted_total', created) end
 signal(ready)
 if min_due then wake_poller(before, min_due) end
 return out
