@@ -1,0 +1,267 @@
+package schedule
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sundialhq/sundial/pkg/queue"
+)
+
+// SchedulerConfig tunes a Scheduler. Zero values take the documented
+// defaults.
+type SchedulerConfig struct {
+	// ID names this scheduler in the leader lock and the logs. Default
+	// "<hostname>-<pid>-<random>".
+	ID string
+	// LockTTL is the leader lock's time to live: how long a dead leader
+	// blocks the others at most. Default 3 s.
+	LockTTL time.Duration
+	// RenewInterval is how often the leader renews the lock. Default 1 s.
+	RenewInterval time.Duration
+	// AcquireInterval is how often a follower tries to take the lock.
+	// Default 1 s.
+	AcquireInterval time.Duration
+	// MaxSleep bounds one sleep of the leader, which otherwise sleeps
+	// until the earliest next run or a change notice. Default 1 s.
+	MaxSleep time.Duration
+	// Batch is how many due schedules of one queue one pass reads.
+	// Default 1000.
+	Batch int
+	// Concurrency is how many fires may be in flight at once. Default 32.
+	Concurrency int
+	// Logger receives the scheduler's logs. Default slog.Default().
+	Logger *slog.Logger
+	// OnFire, when set, is called after each successful fire, from the
+	// goroutine that fired it; for metrics, benchmarks and tests.
+	OnFire func(Fire)
+}
+
+func (c *SchedulerConfig) fill() {
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		c.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), newToken()[:6])
+	}
+	if c.LockTTL <= 0 {
+		c.LockTTL = 3 * time.Second
+	}
+	if c.RenewInterval <= 0 {
+		c.RenewInterval = time.Second
+	}
+	if c.AcquireInterval <= 0 {
+		c.AcquireInterval = time.Second
+	}
+	if c.MaxSleep <= 0 {
+		c.MaxSleep = time.Second
+	}
+	if c.Batch <= 0 {
+		c.Batch = 1000
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 32
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Fire describes one fire time that was submitted.
+type Fire struct {
+	Schedule string    // schedule id
+	Queue    string    // the job's queue
+	At       time.Time // the fire time the job stands for
+	JobID    string
+	Done     time.Time // when the submit returned; Done - At is the lateness
+}
+
+// Scheduler fires due schedules. Several may run (one per poller); they
+// elect one leader with a lock in Redis, and only the leader fires. Each
+// fire is a compare-and-set of the schedule's next run in the same script
+// as the submit of its job, so even two schedulers that both believe they
+// lead never fire one time twice.
+type Scheduler struct {
+	q      *queue.Client
+	rdb    redis.UniversalClient
+	cfg    SchedulerConfig
+	log    *slog.Logger
+	lock   *lease
+	leader atomic.Bool
+
+	mu     sync.Mutex
+	cache  map[string]*compiled // schedule id → its compiled definition
+	queues []string             // queues holding schedules, as of version
+	seen   int64                // the version queues was read at
+	readAt time.Time            // when queues was read
+}
+
+// NewScheduler returns a Scheduler that submits through q.
+func NewScheduler(q *queue.Client, cfg SchedulerConfig) *Scheduler {
+	cfg.fill()
+	return &Scheduler{
+		q: q, rdb: q.Redis(), cfg: cfg, log: cfg.Logger.With("scheduler_id", cfg.ID),
+		lock:  &lease{rdb: q.Redis(), key: keyLeader, token: cfg.ID, ttl: cfg.LockTTL},
+		cache: map[string]*compiled{},
+		seen:  -1,
+	}
+}
+
+// ID returns the scheduler's id, as written in the leader lock.
+func (s *Scheduler) ID() string { return s.cfg.ID }
+
+// Leader reports whether the scheduler holds the leader lock right now.
+func (s *Scheduler) Leader() bool { return s.leader.Load() }
+
+// Run takes part in the leader election and, while leading, fires due
+// schedules, until ctx ends; it then gives the lock up and returns nil.
+// Redis errors are logged and retried; they never stop it.
+func (s *Scheduler) Run(ctx context.Context) error {
+	notices := s.subscribe(ctx)
+	s.log.Info("scheduler started", "lock_ttl", s.cfg.LockTTL.String())
+	for {
+		ok, err := s.lock.acquire(ctx)
+		switch {
+		case ctx.Err() != nil:
+			s.log.Info("scheduler stopped")
+			return nil
+		case err != nil:
+			s.log.Warn("leader election failed; retrying", "err", err)
+		case ok:
+			s.lead(ctx, notices)
+			continue
+		}
+		if !sleep(ctx, s.cfg.AcquireInterval, nil) {
+			s.log.Info("scheduler stopped")
+			return nil
+		}
+	}
+}
+
+// lead fires schedules while this scheduler holds the lock, renewing it,
+// and gives it up when ctx ends.
+func (s *Scheduler) lead(ctx context.Context, notices <-chan struct{}) {
+	s.leader.Store(true)
+	defer s.leader.Store(false)
+	s.log.Info("leading: firing schedules")
+	leadCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer stop()
+		s.heartbeat(leadCtx)
+	}()
+	s.fireLoop(leadCtx, notices)
+	stop()
+	wg.Wait()
+	if ctx.Err() != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if err := s.lock.release(rctx); err != nil {
+			s.log.Warn("could not release the leader lock; it expires by itself", "err", err)
+		}
+		return
+	}
+	s.log.Warn("lost the leader lock: no longer firing")
+}
+
+// heartbeat renews the lock every RenewInterval and returns when it is lost
+// (another holds it, or it could not be renewed for LockTTL) or ctx ends.
+func (s *Scheduler) heartbeat(ctx context.Context) {
+	lastOK := time.Now()
+	t := time.NewTicker(s.cfg.RenewInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ok, err := s.lock.renew(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.log.Warn("could not renew the leader lock", "err", err)
+			if time.Since(lastOK) >= s.cfg.LockTTL-s.cfg.RenewInterval/2 {
+				return
+			}
+		case !ok:
+			return
+		default:
+			lastOK = time.Now()
+		}
+	}
+}
+
+// fireLoop fires due schedules until ctx ends: it sleeps until the earliest
+// next run (at most MaxSleep), or until a change notice arrives.
+func (s *Scheduler) fireLoop(ctx context.Context, notices <-chan struct{}) {
+	errDelay := 10 * time.Millisecond
+	for ctx.Err() == nil {
+		next, err := s.FireDue(ctx)
+		wait := s.cfg.MaxSleep
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.log.Warn("firing schedules failed; retrying", "err", err, "in", errDelay.String())
+			wait, errDelay = errDelay, min(2*errDelay, 2*time.Second)
+		default:
+			errDelay = 10 * time.Millisecond
+			if !next.IsZero() {
+				wait = min(wait, max(next.Sub(s.q.Now()), 0))
+			}
+		}
+		if wait > 0 && !sleep(ctx, wait, notices) {
+			return
+		}
+	}
+}
+
+// subscribe returns a channel that receives a value when the store
+// publishes a change. Notices may be lost (a reconnect, a slow reader); the
+// version check of every pass catches those.
+func (s *Scheduler) subscribe(ctx context.Context) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	ps := s.rdb.Subscribe(ctx, chanChanged)
+	go func() {
+		defer ps.Close()
+		ch := ps.Channel()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-ch:
+				if !ok {
+					return
+				}
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// sleep waits for d, a value on wake (when not nil), or the end of ctx,
+// and reports whether ctx is still alive.
+func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-wake:
+	}
+	return true
+}
