@@ -33,10 +33,13 @@ type hub struct {
 	wg        sync.WaitGroup            // client connections being served
 	lastStats atomic.Pointer[[]byte]    // the latest stats message, for new clients
 	lastWarn  atomic.Int64              // unix ns of the last read warning
+
+	discovered     chan struct{} // closed after the first discovery of streams
+	discoveredOnce sync.Once
 }
 
 func newHub(q *queue.Client, opts StreamOptions, workerMaxAge time.Duration, m *metrics, log *slog.Logger) *hub {
-	h := &hub{q: q, rdb: q.Redis(), opts: opts, workerMaxAge: workerMaxAge, m: m, log: log, leaving: make(chan struct{})}
+	h := &hub{q: q, rdb: q.Redis(), opts: opts, workerMaxAge: workerMaxAge, m: m, log: log, leaving: make(chan struct{}), discovered: make(chan struct{})}
 	h.clients.Store(&[]*client{})
 	return h
 }

@@ -62,6 +62,7 @@ func (h *hub) readEvents(ctx context.Context) {
 				continue
 			}
 			first = false
+			h.discoveredOnce.Do(func() { close(h.discovered) })
 			next = time.Now().Add(h.opts.DiscoverInterval)
 			if cluster {
 				for _, k := range added {
