@@ -29,14 +29,14 @@ type streamMsg struct {
 
 // wireEvent is an event as a client decodes it.
 type wireEvent struct {
-	ID       string `json:"id"`
-	JobID    string `json:"job_id"`
-	Queue    string `json:"queue"`
-	Type     string `json:"type"`
-	Event    string `json:"event"`
-	State    string `json:"state"`
-	At       string `json:"at"`
-	Attempt  *int   `json:"attempt"`
+	ID       string  `json:"id"`
+	JobID    string  `json:"job_id"`
+	Queue    string  `json:"queue"`
+	Type     string  `json:"type"`
+	Event    string  `json:"event"`
+	State    string  `json:"state"`
+	At       string  `json:"at"`
+	Attempt  *int    `json:"attempt"`
 	Error    *string `json:"error"`
 	WorkerID *string `json:"worker_id"`
 }
