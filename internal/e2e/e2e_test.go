@@ -67,6 +67,7 @@ func startProc(t *testing.T, bin string, env ...string) *proc {
 	p := &proc{done: make(chan struct{}), log: &strings.Builder{}}
 	p.cmd = exec.Command(bin)
 	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	w := &lockedWriter{p: p}
 	p.cmd.Stdout, p.cmd.Stderr = w, w
 	if err := p.cmd.Start(); err != nil {

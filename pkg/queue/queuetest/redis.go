@@ -66,7 +66,8 @@ func (s *Server) start() {
 		"--dir", s.dir, "--appendonly", "yes", "--appendfsync", "everysec",
 		"--save", "", "--daemonize", "no", "--loglevel", "warning",
 		"--logfile", filepath.Join(s.dir, "redis.log"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: a test binary killed by its timeout takes the server along.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
 	}

@@ -1,0 +1,93 @@
+package queue_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/queue/queuetest"
+)
+
+func benchClient(b *testing.B) *queue.Client {
+	srv := queuetest.Start(b)
+	return queue.New(srv.Client(), queue.Options{})
+}
+
+func benchJobs(b *testing.B, n int) []*job.Job {
+	out := make([]*job.Job, n)
+	for i := range out {
+		j, err := (&job.Spec{Type: "noop"}).Build(time.Now())
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[i] = j
+	}
+	return out
+}
+
+// BenchmarkSubmitBatch1000 reports jobs/s for 1000-job batch submits.
+func BenchmarkSubmitBatch1000(b *testing.B) {
+	c := benchClient(b)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		jobs := benchJobs(b, 1000)
+		b.StartTimer()
+		if _, err := c.Submit(ctx, jobs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkSubmitSingleParallel reports jobs/s for one-job submits from
+// parallel producers (coalesced into shared script calls).
+func BenchmarkSubmitSingleParallel(b *testing.B) {
+	c := benchClient(b)
+	ctx := context.Background()
+	b.SetParallelism(8) // 8 × GOMAXPROCS producers
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			j, _ := (&job.Spec{Type: "noop"}).Build(time.Now())
+			if _, err := c.Submit(ctx, []*job.Job{j}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkClaimComplete50 reports jobs/s for claiming and completing in
+// batches of 50 (the worker's pattern at concurrency 50), two round trips
+// per batch.
+func BenchmarkClaimComplete50(b *testing.B) {
+	c := benchClient(b)
+	ctx := context.Background()
+	const batch = 50
+	for done := 0; done < b.N; done += 1000 {
+		if _, err := c.Submit(ctx, benchJobs(b, 1000)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		ls, err := c.Claim(ctx, "default", min(batch, b.N-done), "bench")
+		if err != nil || len(ls) == 0 {
+			b.Fatalf("claim: %d, %v", len(ls), err)
+		}
+		outs := make([]queue.Outcome, len(ls))
+		for i, l := range ls {
+			outs[i] = queue.Outcome{ID: l.Job.ID, Token: l.Token, Kind: queue.OutcomeSucceeded}
+		}
+		if _, err := c.Complete(ctx, "default", outs); err != nil {
+			b.Fatal(err)
+		}
+		done += len(ls)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
