@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -80,5 +81,18 @@ func TestMaskHidesSecrets(t *testing.T) {
 	}
 	if strings.Contains(all, "s3cret") || strings.Contains(all, "k1") {
 		t.Fatalf("effective config leaks secrets: %s", all)
+	}
+}
+
+// Every variable is documented in docs/configuration.md.
+func TestEveryVariableIsDocumented(t *testing.T) {
+	b, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range Vars {
+		if !strings.Contains(string(b), "`"+v.Name+"`") {
+			t.Errorf("%s is not in docs/configuration.md", v.Name)
+		}
 	}
 }

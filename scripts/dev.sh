@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The whole Sundial stack on one machine, for trying it out and for local
+# development: a private Redis, the MongoDB stand-in (FerretDB on
+# PostgreSQL), the API (with its live page), a poller and two workers.
+# State lives in .local/ and survives restarts. Ctrl-C stops everything
+# this script started (and nothing else).
+#
+# Knobs (environment): SUNDIAL_DEV_REDIS_PORT (6390), SUNDIAL_DEV_MONGO_PORT
+# (27027), SUNDIAL_HTTP_ADDR (127.0.0.1:8080), SUNDIAL_DEV_NO_MONGO=1 to run
+# without history, plus every SUNDIAL_* variable of docs/configuration.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+state="$root/.local"
+mkdir -p "$state/bin" "$state/redis" "$state/logs"
+
+redis_port=${SUNDIAL_DEV_REDIS_PORT:-6390}
+mongo_port=${SUNDIAL_DEV_MONGO_PORT:-27027}
+export SUNDIAL_HTTP_ADDR=${SUNDIAL_HTTP_ADDR:-127.0.0.1:8080}
+
+say() { printf '\033[1m%s\033[0m\n' "$*"; }
+
+# A fresh Debian machine lacks redis-server (and maybe PostgreSQL).
+if ! command -v redis-server >/dev/null; then
+  say "installing redis-server (apt)"
+  SUDO=""; [ "$(id -u)" != 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq && $SUDO DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+fi
+
+say "building binaries into .local/bin"
+pkgs=(./services/api ./services/worker ./services/poller)
+[ -d cmd/sundial ] && pkgs+=(./cmd/sundial)
+go build -o "$state/bin/" "${pkgs[@]}"
+
+pids=()
+cleanup() {
+  trap - INT TERM EXIT
+  say "stopping"
+  # Reverse order: workers and API first (graceful), Redis last.
+  for ((i=${#pids[@]}-1; i>=0; i--)); do kill -TERM "${pids[$i]}" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup INT TERM EXIT
+
+start() { # name, command…
+  local name=$1; shift
+  "$@" >>"$state/logs/$name.log" 2>&1 &
+  pids+=($!)
+  echo "  $name (pid $!, log .local/logs/$name.log)"
+}
+
+wait_for() { # description, command… (up to 60 s)
+  local what=$1; shift
+  for _ in $(seq 1 600); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  echo "timed out waiting for $what; see .local/logs/" >&2
+  exit 1
+}
+
+say "starting Redis on 127.0.0.1:$redis_port"
+start redis redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$state/redis" \
+  --appendonly yes --appendfsync everysec --save ""
+wait_for "Redis" redis-cli -p "$redis_port" ping
+export SUNDIAL_REDIS_URL="redis://127.0.0.1:$redis_port/0"
+
+if [ "${SUNDIAL_DEV_NO_MONGO:-}" != 1 ] && [ -f scripts/mongo-standin.sh ]; then
+  say "starting the MongoDB stand-in (FerretDB on PostgreSQL) on 127.0.0.1:$mongo_port (first build takes a few minutes)"
+  start mongo bash scripts/mongo-standin.sh --port "$mongo_port"
+  wait_for "the MongoDB stand-in" bash -c "exec 3<>/dev/tcp/127.0.0.1/$mongo_port"
+  export SUNDIAL_MONGO_URI="mongodb://127.0.0.1:$mongo_port"
+else
+  say "running without MongoDB history (SUNDIAL_DEV_NO_MONGO=1 or no stand-in)"
+  export SUNDIAL_MONGO_URI="${SUNDIAL_MONGO_URI:-mongodb://127.0.0.1:$mongo_port}"
+fi
+
+say "starting the API, a poller and two workers"
+start api "$state/bin/api"
+start poller "$state/bin/poller"
+SUNDIAL_WORKER_ID="$(hostname)-worker-1" start worker-1 "$state/bin/worker"
+SUNDIAL_WORKER_ID="$(hostname)-worker-2" start worker-2 "$state/bin/worker"
+wait_for "the API" bash -c "exec 3<>/dev/tcp/${SUNDIAL_HTTP_ADDR%:*}/${SUNDIAL_HTTP_ADDR##*:}"
+
+cat <<MSG
+
+$(say "Sundial is running: http://$SUNDIAL_HTTP_ADDR/  (live page)")
+  API:      http://$SUNDIAL_HTTP_ADDR/v1/   (OpenAPI: /v1/openapi.json, metrics: /metrics)
+  CLI:      .local/bin/sundial queues
+  Try:      curl -s -XPOST http://$SUNDIAL_HTTP_ADDR/v1/jobs -H 'Content-Type: application/json' \\
+              -d '{"type":"sundial.echo","payload":{"hello":"world"}}'
+  Logs:     .local/logs/
+Press Ctrl-C to stop.
+MSG
+# Exit (and stop the rest) when any part dies.
+wait -n "${pids[@]}"
+say "a process exited; see .local/logs/"
