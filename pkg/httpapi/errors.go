@@ -15,6 +15,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/history"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/schedule"
 )
 
 // The error codes of the API (docs/api.md), each with one HTTP status.
@@ -96,6 +97,12 @@ var errorTable = []struct {
 	{asType[*http.MaxBytesError], func(err error) *apiError {
 		e, _ := asErr[*http.MaxBytesError](err)
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: codePayloadTooLarge, Message: fmt.Sprintf("request body exceeds %d bytes", e.Limit)}
+	}},
+	{is(schedule.ErrNotFound), func(error) *apiError {
+		return &apiError{Status: http.StatusNotFound, Code: codeNotFound, Message: "schedule not found"}
+	}},
+	{is(schedule.ErrBusy), func(err error) *apiError {
+		return &apiError{Status: http.StatusConflict, Code: codeConflict, Message: err.Error()}
 	}},
 	{is(queue.ErrNotFound, history.ErrNotFound), func(error) *apiError {
 		return &apiError{Status: http.StatusNotFound, Code: codeNotFound, Message: "job not found"}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/schedule"
 )
 
 // The OpenAPI document is generated from the route table and the Go types
@@ -44,6 +45,11 @@ var schemaNames = map[reflect.Type]string{
 	reflect.TypeFor[eventMessage]():     "StreamEventMessage",
 	reflect.TypeFor[statsMessage]():     "StreamStats",
 	reflect.TypeFor[struct{}]():         "Empty",
+
+	// Recurring schedules (schedules.go).
+	reflect.TypeFor[schedule.Schedule]():    "Schedule",
+	reflect.TypeFor[schedule.JobTemplate](): "JobTemplate",
+	reflect.TypeFor[scheduleList]():         "ScheduleList",
 }
 
 // enums lists the values of the API's enumerated string types.
@@ -52,6 +58,8 @@ var enums = map[reflect.Type][]string{
 	reflect.TypeFor[job.State]():    {"waiting", "scheduled", "queued", "active", "succeeded", "dead", "cancelled"},
 	reflect.TypeFor[job.EventType](): {"submitted", "scheduled", "queued", "started", "succeeded", "failed",
 		"dead", "cancelled", "retried", "lease_expired", "waiting"},
+
+	reflect.TypeFor[schedule.MisfirePolicy](): {"skip", "run_once", "run_all"},
 }
 
 // requestRequired overrides the required properties of request bodies,
@@ -60,6 +68,8 @@ var requestRequired = map[string][]string{
 	"JobSpec":       {"type"},
 	"BatchRequest":  {"jobs"},
 	"DeadSelection": {},
+
+	"Schedule": {"job"},
 }
 
 // fieldHints add constraints and descriptions to properties, by
@@ -89,6 +99,16 @@ var fieldHints = map[string]map[string]any{
 	"StreamEventMessage.kind": {"const": "event"},
 	"StreamStats.kind":        {"const": "stats"},
 	"StreamStats.workers":     {"description": "Live workers."},
+
+	"Schedule.id":            {"pattern": "^[A-Za-z0-9_.:-]{1,128}$", "description": "Chosen by the client; may be left out of a PUT body (the path names it)."},
+	"Schedule.cron":          {"description": "5 fields (minute hour day-of-month month day-of-week), 6 with leading seconds, or @yearly, @monthly, @weekly, @daily, @hourly… Not with every_seconds."},
+	"Schedule.every_seconds": {"minimum": 1, "maximum": schedule.MaxEverySeconds, "description": "A fixed interval, counted from the schedule's creation. Not with cron."},
+	"Schedule.timezone":      {"default": "UTC", "description": "IANA zone cron is read in; DST: a skipped time fires once, a repeated hour once."},
+	"Schedule.enabled":       {"default": true},
+	"Schedule.misfire":       {"default": "run_once", "description": "Fire times missed while no scheduler ran: skip none, run the newest once, or run all (the newest 100)."},
+	"Schedule.next_run_at":   {"type": []string{"string", "null"}, "description": "Read-only; null while disabled."},
+	"Schedule.last_run_at":   {"type": []string{"string", "null"}, "description": "Read-only: the fire time of the last submitted job."},
+	"Schedule.upcoming":      {"maxItems": schedule.UpcomingCount, "description": "Read-only: the next five fire times, from next_run_at; empty while disabled."},
 }
 
 // errorResponses are the shared error responses, by status.
@@ -227,6 +247,8 @@ func openAPIPath(p string) string {
 var pathParams = map[string]map[string]any{
 	"id": {"description": "A job id.", "schema": idSchema},
 	"q":  {"description": "A queue name.", "schema": queueSchema},
+
+	"schedule_id": {"description": "A schedule id.", "schema": scheduleIDSchema},
 }
 
 // buildOpenAPI generates the OpenAPI 3.1 document of routes.
@@ -344,6 +366,7 @@ func buildOpenAPI(routes []route) ([]byte, error) {
 		"tags": []any{
 			map[string]any{"name": "jobs", "description": "Submit, inspect, cancel and retry jobs."},
 			map[string]any{"name": "queues", "description": "Queue counts, pause and resume, dead letters."},
+			map[string]any{"name": "schedules", "description": "Recurring schedules: cron or interval, fired exactly once per fire time."},
 			map[string]any{"name": "workers", "description": "The worker registry."},
 			map[string]any{"name": "stream", "description": "Live events and stats over a websocket."},
 			map[string]any{"name": "operations", "description": "Health, readiness, metrics, this document, the live view."},

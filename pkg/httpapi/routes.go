@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/gin-gonic/gin"
@@ -61,7 +62,7 @@ var (
 // routes is the API's route table: every route the server registers, in
 // documentation order.
 func (s *Server) routes() []route {
-	return []route{
+	return slices.Concat([]route{
 		{http.MethodPost, "/v1/jobs", s.submitJob, operation{
 			ID: "submitJob", Tag: "jobs", Summary: "Submit a job",
 			Description: "Validates and stores one job. The same idempotency_key in the same queue within 24 h answers 200 with the first job and creates nothing.",
@@ -188,7 +189,7 @@ func (s *Server) routes() []route {
 			ID: "dashboard", Tag: "operations", Summary: "Live view (HTML)", Public: true,
 			Status: http.StatusOK, ContentType: "text/html",
 		}},
-	}
+	}, s.scheduleRoutes())
 }
 
 var releaseMode sync.Once
