@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -49,7 +50,7 @@ type due struct {
 // several processes at once: a fire time is only ever fired by one.
 func (s *Scheduler) FireDue(ctx context.Context) (time.Time, error) {
 	now := s.q.Now()
-	queues, heads, err := s.heads(ctx)
+	queues, heads, err := s.heads(ctx, now)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -63,20 +64,15 @@ func (s *Scheduler) FireDue(ctx context.Context) (time.Time, error) {
 			next = t
 		}
 	}
-	nowMS := now.UnixMilli()
 	for i, q := range queues {
-		zs := heads[i]
-		for _, z := range zs {
-			ms := int64(z.Score)
-			if ms > nowMS {
-				earliest(time.UnixMilli(ms))
-				break
-			}
+		h := heads[i]
+		earliest(h.next)
+		for _, z := range h.due {
 			id := z.Member.(string)
-			batch = append(batch, due{queue: q, id: id, planned: ms})
+			batch = append(batch, due{queue: q, id: id, planned: int64(z.Score)})
 			ids[q] = append(ids[q], id)
 		}
-		if len(zs) == s.cfg.Batch && int64(zs[len(zs)-1].Score) <= nowMS {
+		if len(h.due) == s.cfg.Batch {
 			earliest(now) // more are due than one pass reads
 		}
 	}
@@ -110,20 +106,23 @@ func (s *Scheduler) FireDue(ctx context.Context) (time.Time, error) {
 	return next, first
 }
 
-// heads reads, in one round trip, the version and the first Batch entries
-// of every queue's next-run set. When the version moved since the queue
-// list was read, it rereads the list and the heads.
-func (s *Scheduler) heads(ctx context.Context) ([]string, [][]redis.Z, error) {
+// heads reads, in one round trip, the version and for every queue the due
+// schedules (at most Batch) and the earliest next run after now. When the
+// version moved since the queue list was read, it rereads the list first.
+func (s *Scheduler) heads(ctx context.Context, now time.Time) ([]string, []head, error) {
+	nowMS := strconv.FormatInt(now.UnixMilli(), 10)
 	for range 2 {
 		s.mu.Lock()
 		queues, seen, readAt := s.queues, s.seen, s.readAt
 		s.mu.Unlock()
 		var version *redis.StringCmd
-		cmds := make([]*redis.ZSliceCmd, len(queues))
+		cmds := make([][2]*redis.ZSliceCmd, len(queues))
 		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			version = p.Get(ctx, keyVersion)
 			for i, q := range queues {
-				cmds[i] = p.ZRangeWithScores(ctx, keysFor(q).next, 0, int64(s.cfg.Batch-1))
+				k := keysFor(q).next
+				cmds[i][0] = p.ZRangeByScoreWithScores(ctx, k, &redis.ZRangeBy{Min: "-inf", Max: nowMS, Count: int64(s.cfg.Batch)})
+				cmds[i][1] = p.ZRangeByScoreWithScores(ctx, k, &redis.ZRangeBy{Min: "(" + nowMS, Max: "+inf", Count: 1})
 			}
 			return nil
 		})
@@ -132,9 +131,12 @@ func (s *Scheduler) heads(ctx context.Context) ([]string, [][]redis.Z, error) {
 		}
 		v, _ := strconv.ParseInt(version.Val(), 10, 64)
 		if v == seen && time.Since(readAt) < queuesMaxAge {
-			heads := make([][]redis.Z, len(cmds))
+			heads := make([]head, len(cmds))
 			for i, c := range cmds {
-				heads[i] = c.Val()
+				heads[i] = head{due: c[0].Val()}
+				if after := c[1].Val(); len(after) > 0 {
+					heads[i].next = time.UnixMilli(int64(after[0].Score))
+				}
 			}
 			return queues, heads, nil
 		}
@@ -151,6 +153,12 @@ func (s *Scheduler) heads(ctx context.Context) ([]string, [][]redis.Z, error) {
 		s.mu.Unlock()
 	}
 	return nil, nil, errors.New("schedules keep changing; retrying")
+}
+
+// head is what one queue has due now, and its earliest later next run.
+type head struct {
+	due  []redis.Z
+	next time.Time
 }
 
 // definitions reads the definitions of the due schedules, one HMGET per
@@ -199,13 +207,14 @@ func compileDefinition(raw string) *compiled {
 // there is none, or when another scheduler or a change moved it first).
 func (s *Scheduler) fire(ctx context.Context, d due, now time.Time) (time.Time, error) {
 	k := keysFor(d.queue)
-	log := s.log.With("schedule_id", d.id, "queue", d.queue)
+	log := func() *slog.Logger { return s.log.With("schedule_id", d.id, "queue", d.queue) }
+	debug := s.log.Enabled(ctx, slog.LevelDebug)
 	switch {
 	case d.def == nil || d.def.err == nil && d.def.rec.Job.Queue != d.queue:
-		log.Warn("removing a planned run without a definition in its queue")
+		log().Warn("removing a planned run without a definition in its queue")
 		return time.Time{}, s.advance(ctx, k, d, "")
 	case d.def.err != nil:
-		log.Error("schedule definition unusable; retrying in an hour", "err", d.def.err)
+		log().Error("schedule definition unusable; retrying in an hour", "err", d.def.err)
 		return time.Time{}, s.advance(ctx, k, d, strconv.FormatInt(now.Add(putAside).UnixMilli(), 10))
 	}
 	times, nextT := d.def.tt.Due(time.UnixMilli(d.planned), now)
@@ -214,14 +223,16 @@ func (s *Scheduler) fire(ctx context.Context, d due, now time.Time) (time.Time, 
 		nextMS = ""
 	}
 	if len(times) == 0 {
-		log.Debug("misfires skipped", "planned", time.UnixMilli(d.planned))
+		if debug {
+			log().Debug("misfires skipped", "planned", time.UnixMilli(d.planned))
+		}
 		return nextT, s.advance(ctx, k, d, nextMS)
 	}
 	jobs := make([]*job.Job, len(times))
 	for i, at := range times {
 		j, err := d.def.rec.Job.Build(at, now)
 		if err != nil {
-			log.Error("schedule's job template unusable; retrying in an hour", "err", err)
+			log().Error("schedule's job template unusable; retrying in an hour", "err", err)
 			return time.Time{}, s.advance(ctx, k, d, strconv.FormatInt(now.Add(putAside).UnixMilli(), 10))
 		}
 		jobs[i] = j
@@ -233,17 +244,21 @@ func (s *Scheduler) fire(ctx context.Context, d due, now time.Time) (time.Time, 
 	}
 	if _, err := s.q.SubmitGuarded(ctx, g, jobs); err != nil {
 		if errors.Is(err, queue.ErrGuardMismatch) {
-			log.Debug("fire time already moved by another scheduler or a change")
+			if debug {
+				log().Debug("fire time already moved by another scheduler or a change")
+			}
 			return now, nil
 		}
 		return time.Time{}, fmt.Errorf("fire schedule %s: %w", d.id, err)
 	}
 	done := time.Now()
 	if len(times) > 1 || now.Sub(times[0]) > MisfireTolerance {
-		log.Info("fired missed times", "count", len(times), "first", times[0], "last", times[last])
+		log().Info("fired missed times", "count", len(times), "first", times[0], "last", times[last])
 	}
 	for i, j := range jobs {
-		log.Debug("fired", "fire_at", times[i], "job_id", j.ID)
+		if debug {
+			log().Debug("fired", "fire_at", times[i], "job_id", j.ID)
+		}
 		if s.cfg.OnFire != nil {
 			s.cfg.OnFire(Fire{Schedule: d.id, Queue: d.queue, At: times[i], JobID: j.ID, Done: done})
 		}

@@ -16,7 +16,7 @@ import (
 func applyPatch(cur *record, patch []byte) (*Schedule, error) {
 	var p map[string]any
 	if err := decodeJSON(patch, &p, false); err != nil || p == nil {
-		return nil, fieldErr("body", "a patch must be a JSON object")
+		return nil, bodyErr("a patch must be a JSON object")
 	}
 	if id, ok := p["id"]; ok && id != cur.ID {
 		return nil, fieldErr("id", "cannot be changed; it is %q", cur.ID)
@@ -107,20 +107,28 @@ func decodeError(err error, data []byte) error {
 	case errors.As(err, &typ) && typ.Field != "":
 		return fieldErr(typ.Field, "must be %s", kindOf(typ.Type))
 	case errors.As(err, &typ):
-		return fieldErr("body", "must be a JSON object")
+		return bodyErr("the body must be a JSON object")
 	case errors.As(err, &syntax):
-		return fieldErr("body", "malformed JSON at byte %d", syntax.Offset)
+		return bodyErr("malformed JSON at byte %d", syntax.Offset)
 	case errors.Is(err, errTrailing):
-		return fieldErr("body", "%v", err)
+		return bodyErr("%v", err)
 	}
 	if rest, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		name := strings.Trim(rest, `"`)
 		return fieldErr(locate(data, name), "unknown field")
 	}
-	if strings.Contains(err.Error(), "Time") {
-		return fieldErr("body", "times must be RFC 3339")
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return bodyErr("malformed JSON: unexpected end of input")
 	}
-	return fieldErr("body", "not valid: %s", strings.TrimPrefix(err.Error(), "json: "))
+	if strings.Contains(err.Error(), "Time") {
+		return bodyErr("times must be RFC 3339, such as 2026-11-22T10:00:00Z")
+	}
+	return bodyErr("the body is not valid: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// bodyErr is a validation error of the body as a whole: no one field.
+func bodyErr(format string, args ...any) *FieldError {
+	return &FieldError{Message: fmt.Sprintf(format, args...)}
 }
 
 // kindOf names the JSON kind of Go type t, for "must be an integer".

@@ -114,9 +114,9 @@ func TestDecodeErrors(t *testing.T) {
 		{`{"id": "a", "job": {"type": "x", "backoff": {"base": 1}}}`, "job.backoff.base"},
 		{`{"id": "a", "every_seconds": "5"}`, "every_seconds"},
 		{`{"id": "a", "enabled": "yes"}`, "enabled"},
-		{`[1]`, "body"},
-		{`{"id": "a"} {}`, "body"},
-		{`{"id": `, "body"},
+		{`[1]`, ""},
+		{`{"id": "a"} {}`, ""},
+		{`{"id": `, ""},
 	}
 	for _, c := range cases {
 		_, err := Decode([]byte(c.doc))
@@ -175,7 +175,7 @@ func TestPatch(t *testing.T) {
 		`{"job": {"priority": "top"}}`:                "job.priority",
 		`{"id": "q"}`:                                 "id",
 		`{"colour": "red"}`:                           "colour",
-		`[]`:                                          "body",
+		`[]`:                                          "",
 	} {
 		before := e.get(t, "p")
 		_, err := e.st.Patch(e.ctx, "p", []byte(doc))
