@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 
 // testAPI is a Server running on a loopback port over a private Redis.
 type testAPI struct {
-	t      *testing.T
+	t      testing.TB
 	redis  *queuetest.Server
 	q      *queue.Client
 	s      *Server
@@ -45,7 +45,7 @@ func start(t *testing.T, opts ...option) *testAPI {
 }
 
 // startOn runs a Server over the given Redis; several may share one.
-func startOn(t *testing.T, srv *queuetest.Server, opts ...option) *testAPI {
+func startOn(t testing.TB, srv *queuetest.Server, opts ...option) *testAPI {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -54,7 +54,7 @@ func startOn(t *testing.T, srv *queuetest.Server, opts ...option) *testAPI {
 	return startListener(t, srv, ln, opts...)
 }
 
-func startListener(t *testing.T, srv *queuetest.Server, ln net.Listener, opts ...option) *testAPI {
+func startListener(t testing.TB, srv *queuetest.Server, ln net.Listener, opts ...option) *testAPI {
 	t.Helper()
 	q := queue.New(srv.Client(), queue.Options{})
 	logs := &syncBuffer{}

@@ -13,6 +13,13 @@ import (
 // readBatch is the most entries one XREAD returns per stream.
 const readBatch = 1000
 
+// readPace is the shortest time between two reads that return events. A
+// read returns as soon as one event is there; pacing lets the next read
+// collect what arrives meanwhile, so a steady flow of events costs a few
+// round trips and client wake-ups a second instead of one per event, for
+// at most readPace of added delivery delay.
+const readPace = 10 * time.Millisecond
+
 // cursors are the streams a reader follows and the last entry id read
 // from each.
 type cursors struct {
@@ -90,6 +97,7 @@ func (h *hub) follow(ctx context.Context, cur *cursors) {
 
 // readOnce runs one XREAD and publishes what it returns.
 func (h *hub) readOnce(ctx context.Context, cur *cursors, block time.Duration, backoff *time.Duration) {
+	begin := time.Now()
 	res, err := h.rdb.XRead(ctx, &redis.XReadArgs{Streams: cur.args(), Count: readBatch, Block: block}).Result()
 	if errors.Is(err, redis.Nil) {
 		*backoff = 0
@@ -100,6 +108,7 @@ func (h *hub) readOnce(ctx context.Context, cur *cursors, block time.Duration, b
 		return
 	}
 	*backoff = 0
+	full := false
 	for _, st := range res {
 		for _, msg := range st.Messages {
 			h.publish(parseEvent(msg))
@@ -107,6 +116,10 @@ func (h *hub) readOnce(ctx context.Context, cur *cursors, block time.Duration, b
 		if n := len(st.Messages); n > 0 {
 			cur.advance(st.Stream, st.Messages[n-1].ID)
 		}
+		full = full || len(st.Messages) == readBatch
+	}
+	if !full {
+		sleep(ctx, readPace-time.Since(begin))
 	}
 }
 

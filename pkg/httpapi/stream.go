@@ -103,21 +103,25 @@ func (s *Server) stream(c *gin.Context) {
 		fail(c, errNoStream)
 		return
 	}
-	conn, err := websocket.Accept(c.Writer, r, &websocket.AcceptOptions{
+	w := &corkingWriter{ResponseWriter: c.Writer}
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		OriginPatterns:  s.cfg.AllowedOrigins,
 		CompressionMode: websocket.CompressionDisabled,
 	})
-	if err != nil {
+	if err != nil || w.conn == nil {
 		// Accept has answered the handshake error itself.
 		c.Abort()
 		return
 	}
-	s.hub.serve(context.WithoutCancel(r.Context()), conn, f)
+	s.hub.serve(context.WithoutCancel(r.Context()), conn, w.conn, f)
 }
+
+// maxRun bounds the messages written to one client between two flushes.
+const maxRun = 64
 
 // serve writes to one client until it goes. The connection's reads are
 // handled by CloseRead, which answers pings and notices the peer's close.
-func (h *hub) serve(ctx context.Context, conn *websocket.Conn, f streamFilter) {
+func (h *hub) serve(ctx context.Context, conn *websocket.Conn, cork *corkConn, f streamFilter) {
 	ctx = conn.CloseRead(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -135,10 +139,13 @@ func (h *hub) serve(ctx context.Context, conn *websocket.Conn, f streamFilter) {
 	defer keepalive.Wait()
 	defer cancel()
 	keepalive.Go(func() { h.keepalive(ctx, conn, cancel) })
+	// Writes take a context that never ends: a stuck write is cut off by
+	// ending ctx, which closes the connection through CloseRead's reader.
+	wctx := context.WithoutCancel(ctx)
 	for {
 		select {
 		case msg := <-c.send:
-			if err := conn.Write(ctx, websocket.MessageText, msg); err != nil {
+			if err := h.writeRun(wctx, conn, cork, c, msg); err != nil {
 				_ = conn.CloseNow()
 				return
 			}
@@ -153,6 +160,30 @@ func (h *hub) serve(ctx context.Context, conn *websocket.Conn, f streamFilter) {
 			return
 		}
 	}
+}
+
+// writeRun writes msg and whatever else is queued for c (up to maxRun
+// messages) with the connection corked, so that a burst of events costs one
+// system call.
+func (h *hub) writeRun(ctx context.Context, conn *websocket.Conn, cork *corkConn, c *client, msg []byte) error {
+	cork.cork()
+	err := conn.Write(ctx, websocket.MessageText, msg)
+	for n := 1; err == nil && n < maxRun; n++ {
+		more := false
+		select {
+		case msg = <-c.send:
+			more = true
+		default:
+		}
+		if !more {
+			break
+		}
+		err = conn.Write(ctx, websocket.MessageText, msg)
+	}
+	if uerr := cork.uncork(); err == nil {
+		err = uerr
+	}
+	return err
 }
 
 // keepalive pings the client every PingInterval; a client that does not

@@ -1,0 +1,63 @@
+package httpapi
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"net/http"
+	"testing"
+
+	"github.com/sundialhq/sundial/pkg/queue/queuetest"
+)
+
+var benchSpec = []byte(`{"queue":"bench","type":"email.send","payload":{"to":"someone@example.com","template":"welcome","vars":{"name":"Ada"}},"priority":"high","max_attempts":5}`)
+
+func BenchmarkDecodeSubmit(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeSubmit(benchSpec); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeBatch(b *testing.B) {
+	body := bytes.NewBufferString(`{"jobs":[`)
+	for i := range MaxBatchJobs {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		body.Write(benchSpec)
+	}
+	body.WriteString(`]}`)
+	b.SetBytes(int64(body.Len()))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeBatch(body.Bytes()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSubmitHTTP measures POST /v1/jobs end to end over loopback
+// (client and server in this process, Redis in its own).
+func BenchmarkSubmitHTTP(b *testing.B) {
+	a := startOn(b, queuetest.Start(b), func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil)) })
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest("POST", a.base+"/v1/jobs", bytes.NewReader(benchSpec))
+			req.Header.Set("Content-Type", "application/json")
+			res, err := a.client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusCreated {
+				b.Fatalf("status %d", res.StatusCode)
+			}
+		}
+	})
+}
