@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+)
+
+// runJobs handles "sundial jobs SUBCOMMAND".
+func runJobs(ctx context.Context, a *app, args []string) error {
+	if len(args) == 0 {
+		return usagef("jobs: give a subcommand: submit, get, cancel or retry")
+	}
+	sub, args := args[0], args[1:]
+	switch sub {
+	case "submit":
+		return jobsSubmit(ctx, a, args)
+	case "get":
+		return jobOne(ctx, a, args, "get", "GET", "")
+	case "cancel":
+		return jobOne(ctx, a, args, "cancel", "POST", "/cancel")
+	case "retry":
+		return jobOne(ctx, a, args, "retry", "POST", "/retry")
+	}
+	return usagef("jobs: unknown subcommand %q", sub)
+}
+
+// jobsSubmit handles "jobs submit [-f FILE] [flags]".
+func jobsSubmit(ctx context.Context, a *app, args []string) error {
+	fs := a.flags("jobs submit")
+	file := fs.String("f", "", "read the job as JSON from `file` (- for stdin)")
+	fs.String("type", "", "job `type` (required)")
+	fs.String("queue", "", "`queue` (default: default)")
+	fs.String("payload", "", "payload, `JSON`")
+	fs.String("priority", "", "`priority`: high, normal or low")
+	fs.Int("max-attempts", 0, "attempts before the job is dead, 1-100")
+	fs.Int("job-timeout", 0, "the job's timeout in `seconds`")
+	fs.Float64("delay", 0, "run after this many `seconds`")
+	fs.String("run-at", "", "run at this RFC 3339 `time`")
+	fs.String("idempotency-key", "", "the same `key` in the same queue within 24 h submits nothing new")
+	fs.String("depends-on", "", "comma-separated job `ids` that must succeed first")
+	pos, err := parse(fs, args, false)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("jobs submit takes flags only, not %q", pos[0])
+	}
+	doc := map[string]any{}
+	if *file != "" {
+		if doc, err = readDoc(a, *file); err != nil {
+			return err
+		}
+	}
+	var bad error
+	fs.Visit(func(f *flag.Flag) {
+		v := f.Value.String()
+		switch f.Name {
+		case "type", "queue", "priority", "idempotency-key":
+			doc[strings.ReplaceAll(f.Name, "-", "_")] = v
+		case "run-at":
+			doc["run_at"] = v
+		case "max-attempts":
+			doc["max_attempts"] = json.Number(v)
+		case "job-timeout":
+			doc["timeout_seconds"] = json.Number(v)
+		case "delay":
+			doc["delay_seconds"] = json.Number(v)
+		case "depends-on":
+			doc["depends_on"] = strings.Split(v, ",")
+		case "payload":
+			if !json.Valid([]byte(v)) {
+				bad = usagef("--payload is not valid JSON: %s", v)
+			}
+			doc["payload"] = json.RawMessage(v)
+		}
+	})
+	if bad != nil {
+		return bad
+	}
+	var j jobView
+	status, raw, err := a.client().do(ctx, "POST", "/v1/jobs", doc, &j)
+	if err != nil || a.opts.json {
+		return jsonOr(a, raw, err)
+	}
+	if status == 200 {
+		fmt.Fprintf(a.env.stdout, "an earlier job has the same idempotency key; nothing new submitted\n")
+	} else {
+		fmt.Fprintf(a.env.stdout, "submitted job %s\n", j.ID)
+	}
+	printJob(a.env.stdout, &j)
+	return nil
+}
+
+// jobOne runs a request on the job named by the only argument.
+func jobOne(ctx context.Context, a *app, args []string, name, method, suffix string) error {
+	fs := a.flags("jobs " + name)
+	pos, err := parse(fs, args, false)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("jobs %s takes one argument: the job id", name)
+	}
+	var j jobView
+	_, raw, err := a.client().do(ctx, method, "/v1/jobs/"+url.PathEscape(pos[0])+suffix, nil, &j)
+	if err != nil || a.opts.json {
+		return jsonOr(a, raw, err)
+	}
+	printJob(a.env.stdout, &j)
+	return nil
+}
+
+// printJob shows one job.
+func printJob(w io.Writer, j *jobView) {
+	t := newTable(w)
+	row(t, "ID:", j.ID)
+	row(t, "Queue:", j.Queue)
+	row(t, "Type:", j.Type)
+	row(t, "State:", j.State)
+	row(t, "Priority:", j.Priority)
+	row(t, "Attempts:", j.attempts())
+	row(t, "Run at:", showTime(j.RunAt))
+	row(t, "Created:", showTime(j.CreatedAt))
+	if j.FinishedAt != nil {
+		row(t, "Finished:", showTime(j.FinishedAt))
+	}
+	if len(j.Payload) > 0 {
+		row(t, "Payload:", string(j.Payload))
+	}
+	if j.LastError != "" {
+		row(t, "Last error:", j.LastError)
+	}
+	_ = t.Flush()
+}

@@ -1,0 +1,19 @@
+// Command sundial is the command-line client of Sundial's HTTP API: it
+// manages recurring schedules, submits and inspects jobs, shows queues and
+// handles dead letters. It prints tables for people and, with --json, the
+// API's JSON for scripts. See docs/cli.md.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv})
+	stop()
+	os.Exit(code)
+}
