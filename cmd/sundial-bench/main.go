@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -50,7 +51,18 @@ func main() {
 	flag.IntVar(&o.rate, "rate", 1000, "jobs per second for the latency scenario")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of the latency scenario")
 	flag.IntVar(&o.due, "due", 50_000, "jobs due at the same instant for the due scenario")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fail("cpuprofile: %v", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail("cpuprofile: %v", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	opt, err := redis.ParseURL(o.redisURL)
 	if err != nil {

@@ -26,6 +26,7 @@ if #taken == 0 then
   return out
 end
 local token = redis.call('INCRBY', K_FENCE, #taken) - #taken
+local leases = {} -- score, member pairs for one ZADD
 for _, t in ipairs(taken) do
   local id, list = t[1], t[2]
   token = token + 1
@@ -35,7 +36,8 @@ for _, t in ipairs(taken) do
     local ttl = tonumber(f[5]) * 1000 + grace
     if redis.call('SET', QK .. 'lock:' .. id, token, 'NX', 'PX', ttl) then
       local attempt = tonumber(f[3]) + 1
-      redis.call('ZADD', K_LEASES, NOW + ttl, id)
+      leases[#leases + 1] = NOW + ttl
+      leases[#leases + 1] = id
       redis.call('HSET', jk, 'state', 'active', 'attempt', attempt, 'token', token,
         'worker_id', worker, 'started_at', NOW_S)
       emit(id, f[1], 'started', 'active', attempt, worker, '')
@@ -49,4 +51,5 @@ for _, t in ipairs(taken) do
     end
   end
 end
+if #leases > 0 then redis.call('ZADD', K_LEASES, unpack(leases)) end
 return out

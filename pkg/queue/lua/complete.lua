@@ -9,6 +9,8 @@
 local n = tonumber(ARGV[6])
 local out = {}
 local processed, succeeded = 0, 0
+-- Batched writes for the successes: one ZREM, one DEL and one ZADD in all.
+local done_ids, locks, fin = {}, {}, {}
 for i = 1, n do
   local b = 7 + (i - 1) * 6
   local id, token, outcome, detail, worker, r = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
@@ -19,9 +21,11 @@ for i = 1, n do
   else
     processed = processed + 1
     if outcome == 'ok' then
-      redis.call('ZREM', K_LEASES, id)
-      redis.call('DEL', QK .. 'lock:' .. id)
-      finish(id, 'succeeded', {'result', detail, 'token', ''})
+      done_ids[#done_ids + 1] = id
+      locks[#locks + 1] = QK .. 'lock:' .. id
+      fin[#fin + 1] = NOW
+      fin[#fin + 1] = id
+      redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'result', detail, 'token', '')
       succeeded = succeeded + 1
       emit(id, f[1], 'succeeded', 'succeeded', f[2], worker, '')
       signal(settle_dependents(id, true, '', f[9] or ''))
@@ -31,6 +35,11 @@ for i = 1, n do
     end
   end
 end
-if succeeded > 0 then redis.call('HINCRBY', K_STATS, 'succeeded_total', succeeded) end
+if succeeded > 0 then
+  redis.call('ZREM', K_LEASES, unpack(done_ids))
+  redis.call('DEL', unpack(locks))
+  redis.call('ZADD', K_FIN, unpack(fin))
+  redis.call('HINCRBY', K_STATS, 'succeeded_total', succeeded)
+end
 count_processed(processed)
 return out
