@@ -63,7 +63,14 @@ wait_for "Redis" redis-cli -p "$redis_port" ping
 export SUNDIAL_REDIS_URL="redis://127.0.0.1:$redis_port/0"
 
 if [ "${SUNDIAL_DEV_NO_MONGO:-}" != 1 ] && [ -f scripts/mongo-standin.sh ]; then
-  say "starting the MongoDB stand-in (FerretDB on PostgreSQL) on 127.0.0.1:$mongo_port (first build takes a few minutes)"
+  if ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    say "installing postgresql (apt)"
+    SUDO=""; [ "$(id -u)" != 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq && $SUDO DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  fi
+  say "building the MongoDB stand-in (FerretDB; about 5 minutes the first time, cached after)"
+  bash scripts/mongo-standin.sh build
+  say "starting the MongoDB stand-in (FerretDB on PostgreSQL) on 127.0.0.1:$mongo_port"
   start mongo bash scripts/mongo-standin.sh --port "$mongo_port"
   wait_for "the MongoDB stand-in" bash -c "exec 3<>/dev/tcp/127.0.0.1/$mongo_port"
   export SUNDIAL_MONGO_URI="mongodb://127.0.0.1:$mongo_port"
