@@ -30,7 +30,7 @@ func runChild() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(childEnv)})
-	s := NewScheduler(queue.New(rdb, queue.Options{}), SchedulerConfig{ID: os.Getenv(childIDEnv)})
+	s := NewScheduler(queue.New(rdb, queue.Options{}), SchedulerConfig{ID: os.Getenv(childIDEnv), Fire: FireClient(rdb, queue.Options{})})
 	fmt.Println("started", s.ID())
 	err := s.Run(ctx)
 	rdb.Close()

@@ -51,6 +51,7 @@ type env struct {
 	q     *queue.Client
 	st    *Store
 	clock *testClock // nil when the env runs on the real clock
+	opts  queue.Options
 	ctx   context.Context
 }
 
@@ -67,7 +68,7 @@ func newEnv(t *testing.T, fake bool) *env {
 		e.clock = &testClock{t: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
 		opts.Now = e.clock.Now
 	}
-	e.q = queue.New(srv.Client(), opts)
+	e.q, e.opts = queue.New(srv.Client(), opts), opts
 	e.st = NewStore(e.q)
 	return e
 }
@@ -137,6 +138,9 @@ func (e *env) fireTimes(t *testing.T, q string) map[time.Time]int {
 func (e *env) scheduler(cfg SchedulerConfig) *Scheduler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Fire == nil {
+		cfg.Fire = FireClient(e.q.Redis(), e.opts)
 	}
 	return NewScheduler(e.q, cfg)
 }

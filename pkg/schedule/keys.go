@@ -32,7 +32,7 @@ const (
 // queueKeys are the schedule keys of one queue, in the order the scripts of
 // lua/ receive them as KEYS.
 type queueKeys struct {
-	defs, next, runs string
+	defs, next, runs, rev string
 }
 
 func keysFor(q string) queueKeys {
@@ -40,9 +40,10 @@ func keysFor(q string) queueKeys {
 		defs: queue.QueueKey(q, "schedules"),
 		next: queue.QueueKey(q, "schedules:next"),
 		runs: queue.QueueKey(q, "schedules:runs"),
+		rev:  queue.QueueKey(q, "schedules:rev"),
 	}
 }
 
-func (k queueKeys) all() []string { return []string{k.defs, k.next, k.runs} }
+func (k queueKeys) all() []string { return []string{k.defs, k.next, k.runs, k.rev} }
 
 func lockKey(id string) string { return keyLockPrefix + id }

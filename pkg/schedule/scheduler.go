@@ -36,6 +36,11 @@ type SchedulerConfig struct {
 	Batch int
 	// Concurrency is how many fires may be in flight at once. Default 32.
 	Concurrency int
+	// Fire is the queue client that fire submits through. Default: the
+	// one given to NewScheduler. The poller passes FireClient's, over an
+	// auto-pipelining view of Redis, so that concurrent fires share round
+	// trips instead of paying one each.
+	Fire *queue.Client
 	// Logger receives the scheduler's logs. Default slog.Default().
 	Logger *slog.Logger
 	// OnFire, when set, is called after each successful fire, from the
@@ -94,19 +99,23 @@ type Scheduler struct {
 	leader atomic.Bool
 
 	mu     sync.Mutex
-	cache  map[string]*compiled // schedule id → its compiled definition
+	cache  map[string]*defCache // queue → its compiled definitions
 	queues []string             // queues holding schedules, as of version
 	seen   int64                // the version queues was read at
 	readAt time.Time            // when queues was read
 }
 
-// NewScheduler returns a Scheduler that submits through q.
+// NewScheduler returns a Scheduler that reads schedules through q's Redis
+// and submits through q (or cfg.Fire).
 func NewScheduler(q *queue.Client, cfg SchedulerConfig) *Scheduler {
 	cfg.fill()
+	if cfg.Fire == nil {
+		cfg.Fire = q
+	}
 	return &Scheduler{
 		q: q, rdb: q.Redis(), cfg: cfg, log: cfg.Logger.With("scheduler_id", cfg.ID),
 		lock:  &lease{rdb: q.Redis(), key: keyLeader, token: cfg.ID, ttl: cfg.LockTTL},
-		cache: map[string]*compiled{},
+		cache: map[string]*defCache{},
 		seen:  -1,
 	}
 }
@@ -264,4 +273,15 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 	case <-wake:
 	}
 	return true
+}
+
+// FireClient returns a queue client for SchedulerConfig.Fire: with the
+// engine options opts, over rdb's auto-pipeliner, which sends the guarded
+// submits of concurrent fires down one connection in batches. If rdb
+// cannot auto-pipeline, the client is over rdb itself.
+func FireClient(rdb redis.UniversalClient, opts queue.Options) *queue.Client {
+	if ap, err := rdb.AutoPipeline(); err == nil {
+		return queue.New(ap, opts)
+	}
+	return queue.New(rdb, opts)
 }

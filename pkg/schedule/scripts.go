@@ -13,6 +13,7 @@ var luaFS embed.FS
 var (
 	scriptPlan    = mustScript("plan.lua")
 	scriptAdvance = mustScript("advance.lua")
+	scriptDue     = mustScript("due.lua")
 	scriptRenew   = mustScript("renew.lua")
 	scriptRelease = mustScript("release.lua")
 )

@@ -298,6 +298,7 @@ func (st *Store) unplan(ctx context.Context, q, id string) (int64, string, error
 		p.ZRem(ctx, k.next, id)
 		p.HDel(ctx, k.defs, id)
 		p.HDel(ctx, k.runs, id)
+		p.Incr(ctx, k.rev)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {

@@ -209,7 +209,7 @@ func TestMoveToAnotherQueue(t *testing.T) {
 		t.Fatalf("move lost the run state:\nbefore %s\nafter  %s", mustJSON(t, before), mustJSON(t, after))
 	}
 	rdb := e.q.Redis()
-	for _, key := range keysFor("old").all() {
+	for _, key := range keysFor("old").all()[:3] { // not the revision counter
 		if n := rdb.Exists(e.ctx, key).Val(); n != 0 {
 			t.Errorf("old queue still has %s", key)
 		}

@@ -1,5 +1,6 @@
 // Command poller keeps time for Sundial: it promotes due jobs, reclaims
-// expired leases and prunes finished jobs, for every known queue.
+// expired leases and prunes finished jobs, for every known queue, and fires
+// recurring schedules (one poller leads; the others stand by).
 package main
 
 import (
@@ -8,16 +9,22 @@ import (
 	"github.com/sundialhq/sundial/internal/service"
 	"github.com/sundialhq/sundial/pkg/poller"
 	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/schedule"
 	"golang.org/x/sync/errgroup"
 )
 
 func main() {
 	service.Main("poller", func(ctx context.Context, env *service.Env) error {
 		c := env.Config
-		q := queue.New(env.Redis, queue.Options{LeaseGrace: c.LeaseGrace, EventsMaxLen: c.EventsMaxLen})
+		opts := queue.Options{LeaseGrace: c.LeaseGrace, EventsMaxLen: c.EventsMaxLen}
+		q := queue.New(env.Redis, opts)
 		g, ctx := errgroup.WithContext(ctx)
 		g.Go(func() error {
 			return poller.New(q, poller.Config{Retention: c.JobRetention, Logger: env.Log}).Run(ctx)
+		})
+		g.Go(func() error {
+			fire := schedule.FireClient(env.Redis, opts)
+			return schedule.NewScheduler(q, schedule.SchedulerConfig{Fire: fire, Logger: env.Log}).Run(ctx)
 		})
 		return g.Wait()
 	})

@@ -2,6 +2,7 @@
 -- slot of its queue.
 -- KEYS[1] definitions (hash id → JSON)   KEYS[2] next runs (zset id → ms)
 -- KEYS[3] runs (hash id → "<last fire ms> <last job id>")
+-- KEYS[4] revision (counter of definition changes, read by due.lua)
 -- ARGV[1] schedule id
 -- ARGV[2] definition JSON
 -- ARGV[3] mode: 'set'  = the next run becomes ARGV[4];
@@ -26,6 +27,7 @@ if mode ~= 'off' and not next_run then
 end
 if mode == 'off' then redis.call('ZREM', KEYS[2], id) end
 redis.call('HSET', KEYS[1], id, def)
+redis.call('INCR', KEYS[4])
 if carried ~= '' then redis.call('HSET', KEYS[3], id, carried) end
 if next_run then return {'ok', string.format('%.0f', next_run), runs} end
 return {'ok', '', runs}

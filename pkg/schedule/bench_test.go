@@ -1,0 +1,174 @@
+package schedule
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/queue/queuetest"
+)
+
+// BenchmarkFireEverySecond runs 10,000 schedules that fire every second
+// against a private Redis for SUNDIAL_SCHEDULE_BENCH_SECONDS (default 10;
+// the issue's run is 60) and reports the fire lateness (from the fire time
+// to the return of its guarded submit) and whether any fire time was missed
+// or fired twice. Run it once:
+//
+//	SUNDIAL_SCHEDULE_BENCH_SECONDS=60 go test -run '^$' -bench FireEverySecond -benchtime 1x ./pkg/schedule
+//
+// spread: interval schedules, each counting from its creation (as the
+// store anchors them), created by 16 concurrent clients.
+// aligned: "* * * * * *" cron schedules, all due at the same instant each
+// second: the worst case.
+func BenchmarkFireEverySecond(b *testing.B) {
+	n := 10_000
+	if v, err := strconv.Atoi(os.Getenv("SUNDIAL_SCHEDULE_BENCH_COUNT")); err == nil && v > 0 {
+		n = v
+	}
+	secs := 10
+	if v, err := strconv.Atoi(os.Getenv("SUNDIAL_SCHEDULE_BENCH_SECONDS")); err == nil && v > 0 {
+		secs = v
+	}
+	for _, mode := range []string{"spread", "aligned"} {
+		b.Run(mode, func(b *testing.B) {
+			timing := `"every_seconds": 1`
+			if mode == "aligned" {
+				timing = `"cron": "* * * * * *"`
+			}
+			fireBench(b, n, time.Duration(secs)*time.Second, timing)
+		})
+	}
+}
+
+func fireBench(b *testing.B, n int, window time.Duration, timing string) {
+	srv := queuetest.Start(b)
+	q := queue.New(srv.Client(), queue.Options{})
+	st := NewStore(q)
+	ctx := context.Background()
+	const queues = 4
+	var wg sync.WaitGroup
+	ids := make(chan int, n)
+	for i := range n {
+		ids <- i
+	}
+	close(ids)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range ids {
+				s, err := Decode(fmt.Appendf(nil, `{"id": "s%d", %s, "job": {"queue": "bench%d", "type": "tick"}}`, i, timing, i%queues))
+				if err == nil {
+					_, _, err = st.Put(ctx, s)
+				}
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if b.Failed() {
+		return
+	}
+
+	var mu sync.Mutex
+	fires := make([]Fire, 0, n*int(window/time.Second+2))
+	sch := NewScheduler(q, SchedulerConfig{
+		Fire:        FireClient(q.Redis(), queue.Options{}),
+		Logger:      slog.New(slog.DiscardHandler),
+		Concurrency: envInt("CONC", 0),
+		OnFire: func(f Fire) {
+			mu.Lock()
+			fires = append(fires, f)
+			mu.Unlock()
+		},
+	})
+	cpu0 := redisCPU(ctx, q)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	b.ResetTimer()
+	started := time.Now()
+	go func() { _ = sch.Run(runCtx); close(done) }()
+	time.Sleep(window) // the benchmark's measuring window
+	stop()
+	<-done
+	b.StopTimer()
+	redisBusy := (redisCPU(ctx, q) - cpu0) / time.Since(started).Seconds()
+
+	// Fire times from one second after the start (warm-up: the first pass
+	// finds what fell due while the schedules were being created) to one
+	// second before the end.
+	from, to := started.Add(time.Second), started.Add(window-time.Second)
+	var late []time.Duration
+	per := map[string][]time.Time{}
+	for _, f := range fires {
+		if f.At.Before(from) || f.At.After(to) {
+			continue
+		}
+		late = append(late, f.Done.Sub(f.At))
+		per[f.Schedule] = append(per[f.Schedule], f.At)
+	}
+	missed, twice := 0, 0
+	for i := range n {
+		times := per["s"+strconv.Itoa(i)]
+		slices.SortFunc(times, func(a, c time.Time) int { return a.Compare(c) })
+		for j := 1; j < len(times); j++ {
+			switch d := times[j].Sub(times[j-1]); {
+			case d == 0:
+				twice++
+			case d > time.Second:
+				missed += int(d/time.Second) - 1
+			}
+		}
+		if len(times) == 0 {
+			missed += int(to.Sub(from) / time.Second)
+		}
+	}
+	slices.Sort(late)
+	pct := func(p float64) time.Duration {
+		if len(late) == 0 {
+			return 0
+		}
+		return late[min(len(late)-1, int(p*float64(len(late))))]
+	}
+	b.ReportMetric(float64(len(late))/to.Sub(from).Seconds(), "fires/s")
+	b.ReportMetric(float64(pct(0.50).Microseconds())/1000, "p50_ms")
+	b.ReportMetric(float64(pct(0.99).Microseconds())/1000, "p99_ms")
+	b.ReportMetric(float64(pct(1).Microseconds())/1000, "max_ms")
+	b.ReportMetric(float64(missed), "missed")
+	b.ReportMetric(float64(twice), "twice")
+	b.ReportMetric(redisBusy*100, "redis_cpu_%")
+	b.Logf("%d schedules, %v window: %d fires measured, lateness p50 %v p99 %v max %v, %d missed, %d fired twice; redis-server busy %.0f%% of one core",
+		n, window, len(late), pct(0.5), pct(0.99), pct(1), missed, twice, redisBusy*100)
+}
+
+// redisCPU returns the CPU seconds redis-server has used so far.
+func redisCPU(ctx context.Context, q *queue.Client) float64 {
+	info := q.Redis().Info(ctx, "cpu").Val()
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_sys" || k == "used_cpu_user" {
+			f, _ := strconv.ParseFloat(v, 64)
+			total += f
+		}
+	}
+	return total
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
