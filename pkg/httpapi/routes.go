@@ -92,24 +92,24 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/v1/jobs/:id", s.getJob, operation{
 			ID: "getJob", Tag: "jobs", Summary: "Get a job",
 			Description: "The job's current state, live from Redis, or from the history store once it has left Redis.",
-			Status:      http.StatusOK, Response: job.Job{}, Errors: []int{404, 503},
+			Status:      http.StatusOK, Response: job.Job{}, Errors: []int{400, 404, 503},
 		}},
 		{http.MethodGet, "/v1/jobs/:id/events", s.jobEvents, operation{
 			ID: "jobEvents", Tag: "jobs", Summary: "A job's history, oldest first",
 			Description: "From the history store; 503 when none is configured.",
-			Status:      http.StatusOK, Response: eventList{}, Errors: []int{404, 503},
+			Status:      http.StatusOK, Response: eventList{}, Errors: []int{400, 404, 503},
 		}},
 		{http.MethodPost, "/v1/jobs/:id/cancel", s.cancelJob, operation{
 			ID: "cancelJob", Tag: "jobs", Summary: "Cancel a job",
 			Description: "A queued, scheduled or waiting job ends cancelled; an active job's handler is told to stop and the job ends cancelled. A job in a final state answers 409. The body may be left out or be {}.",
 			Body:        struct{}{}, BodyOptional: true, Status: http.StatusOK, Response: job.Job{},
-			Errors: []int{400, 404, 409, 415, 503},
+			Errors: []int{400, 404, 409, 413, 415, 503},
 		}},
 		{http.MethodPost, "/v1/jobs/:id/retry", s.retryJob, operation{
 			ID: "retryJob", Tag: "jobs", Summary: "Retry a dead or cancelled job",
 			Description: "Queues the job again with attempt reset to 0 and a retried event; any other state answers 409. The body may be left out or be {}.",
 			Body:        struct{}{}, BodyOptional: true, Status: http.StatusOK, Response: job.Job{},
-			Errors: []int{400, 404, 409, 415, 503},
+			Errors: []int{400, 404, 409, 413, 415, 503},
 		}},
 		{http.MethodGet, "/v1/queues", s.listQueues, operation{
 			ID: "listQueues", Tag: "queues", Summary: "Every queue's counts",
@@ -124,12 +124,12 @@ func (s *Server) routes() []route {
 			ID: "pauseQueue", Tag: "queues", Summary: "Pause a queue",
 			Description: "Workers stop claiming from the queue; it keeps accepting and promoting jobs. Pausing an unknown queue creates it, so a queue can be paused before its first job. Answers the queue's counts.",
 			Body:        struct{}{}, BodyOptional: true, Status: http.StatusOK, Response: queue.QueueStats{},
-			Errors: []int{400, 415, 503},
+			Errors: []int{400, 413, 415, 503},
 		}},
 		{http.MethodPost, "/v1/queues/:q/resume", s.resumeQueue, operation{
 			ID: "resumeQueue", Tag: "queues", Summary: "Resume a paused queue",
 			Body: struct{}{}, BodyOptional: true, Status: http.StatusOK, Response: queue.QueueStats{},
-			Errors: []int{400, 404, 415, 503},
+			Errors: []int{400, 404, 413, 415, 503},
 		}},
 		{http.MethodGet, "/v1/queues/:q/dead", s.listDead, operation{
 			ID: "listDead", Tag: "queues", Summary: "A queue's dead letters, newest first",
@@ -205,7 +205,7 @@ func (s *Server) newEngine() (*gin.Engine, error) {
 	if err := e.SetTrustedProxies(s.cfg.TrustedProxies); err != nil {
 		return nil, err
 	}
-	e.Use(s.observe(newRequestIDs()), s.recoverer, s.guard)
+	e.Use(s.observe(newRequestIDs()), s.recoverer, s.cors, s.guard)
 	for _, r := range s.routes() {
 		e.Handle(r.Method, r.Path, r.Handler)
 	}
