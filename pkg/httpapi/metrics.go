@@ -97,6 +97,11 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) observeHTTP(method, route string, status int, d time.Duration) {
+	switch method {
+	case "GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD":
+	default:
+		method = "other" // clients choose methods; keep the label bounded
+	}
 	m.httpDuration.WithLabelValues(method, route, strconv.Itoa(status)).Observe(d.Seconds())
 }
 

@@ -79,6 +79,10 @@ func TestMetrics(t *testing.T) {
 		}
 		return true
 	})
+	a.do("BREW", "/v1/coffee", nil).wantError(t, http.StatusNotFound, codeNotFound, "")
+	if !strings.Contains(gather(t, a), `sundial_http_request_duration_seconds_count{method="other",route="unmatched",status="404"} 1`) {
+		t.Error("an odd method is not folded into other")
+	}
 	c.CloseNow()
 	queuetest.Eventually(t, 10*time.Second, "client gauge back to 0", func() bool {
 		return strings.Contains(gather(t, a), "sundial_stream_clients 0")
