@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 )
 
@@ -60,4 +61,23 @@ func BenchmarkSubmitHTTP(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkPublish measures the hub's fan-out of one event to 500 clients
+// (filter, encode once, offer to each buffer), without the socket writes.
+func BenchmarkPublish(b *testing.B) {
+	h := newHub(queue.New(nil, queue.Options{}), StreamOptions{ClientBuffer: 1 << 20}, 0, newMetrics(), discardLogger())
+	for range 500 {
+		c := &client{send: make(chan []byte, 1<<16), dropped: make(chan struct{})}
+		next := append(h.snapshot(), c)
+		h.clients.Store(&next)
+	}
+	e := &streamEvent{ID: "1-0", JobID: "01JD0000000000000000000000", Queue: "default", Type: "email.send", Event: "submitted", State: "queued"}
+	b.ReportAllocs()
+	for b.Loop() {
+		h.publish(e)
+		for _, c := range h.snapshot() {
+			<-c.send
+		}
+	}
 }
