@@ -188,7 +188,7 @@ func (c *Client) Retry(ctx context.Context, id string) (*job.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.run(ctx, c.scripts.retry, k, c.opts.Now(), 1, id).StringSlice()
+	res, err := c.run(ctx, c.scripts.retry, k, c.opts.Now(), "any", 1, id).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("retry: %w", err)
 	}
@@ -215,7 +215,7 @@ const batchSize = 500
 // ids is empty, and returns how many were requeued.
 func (c *Client) RetryDead(ctx context.Context, queue string, ids []string) (int, error) {
 	return c.overDead(ctx, queue, ids, func(k *queueKeys, chunk []string) (int, error) {
-		args := append([]any{len(chunk)}, toAny(chunk)...)
+		args := append([]any{"dead", len(chunk)}, toAny(chunk)...)
 		res, err := c.run(ctx, c.scripts.retry, k, c.opts.Now(), args...).Slice()
 		if err != nil {
 			return 0, fmt.Errorf("retry dead: %w", err)

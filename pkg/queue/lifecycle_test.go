@@ -441,3 +441,30 @@ func TestConcurrentSingleSubmitsCoalesce(t *testing.T) {
 		t.Fatalf("queued %d jobs, want %d", got, producers*7)
 	}
 }
+
+func TestRejectedSubmitLeavesNoQueue(t *testing.T) {
+	e := newEnv(t)
+	bad := e.build(t, job.Spec{Type: "t", Queue: "fresh", DependsOn: []string{"01NOPE"}})
+	if _, err := e.q.Submit(e.ctx, []*job.Job{bad}); err == nil {
+		t.Fatal("submit with unknown dependency accepted")
+	}
+	if qs, _ := e.q.Queues(e.ctx); len(qs) != 0 {
+		t.Fatalf("rejected submit registered queues %v", qs)
+	}
+}
+
+func TestRetryDeadSkipsCancelled(t *testing.T) {
+	e := newEnv(t)
+	js := e.submit(t, job.Spec{Type: "t", DelaySeconds: ptr(60.0)})
+	if _, err := e.q.Cancel(e.ctx, js[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.q.RetryDead(e.ctx, "default", []string{js[0].ID}); err != nil || n != 0 {
+		t.Fatalf("RetryDead of a cancelled job = %d, %v", n, err)
+	}
+	wantState(t, e.get(t, js[0].ID), job.Cancelled)
+	// Retry of one job by id still accepts cancelled ones.
+	if j, err := e.q.Retry(e.ctx, js[0].ID); err != nil || j.State != job.Queued {
+		t.Fatalf("Retry = %+v, %v", j, err)
+	}
+}

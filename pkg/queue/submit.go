@@ -57,14 +57,11 @@ func (e *DependencyError) Field(batch bool) string {
 // share script calls (see coalescer).
 func (c *Client) Submit(ctx context.Context, jobs []*job.Job) ([]Submitted, error) {
 	if len(jobs) == 1 && len(jobs[0].DependsOn) == 0 {
-		if err := c.register(ctx, jobs[0].Queue); err != nil {
-			return nil, err
-		}
 		s, err := c.submitOne(ctx, jobs[0])
 		if err != nil {
 			return nil, err
 		}
-		return []Submitted{s}, nil
+		return []Submitted{s}, c.register(ctx, jobs[0].Queue)
 	}
 	if err := resolveBatchRefs(jobs); err != nil {
 		return nil, err
@@ -164,11 +161,6 @@ func (c *Client) submitQueue(ctx context.Context, queue string, jobs []*job.Job,
 
 func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*job.Job, idx []int, dryRun bool, g *Guard) ([]Submitted, error) {
 	k := c.keysFor(queue)
-	if !dryRun {
-		if err := c.register(ctx, queue); err != nil {
-			return nil, err
-		}
-	}
 	args := make([]any, 0, 3+12*len(idx))
 	dry := "0"
 	if dryRun {
@@ -208,6 +200,12 @@ func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*j
 	}
 	if dryRun {
 		return nil, nil
+	}
+	// Register the queue only once something was written to it, so a
+	// rejected submit leaves no trace. (The jobs are already safe: a queue
+	// missing from the set only hides them from listings until then.)
+	if err := c.register(ctx, queue); err != nil {
+		return nil, err
 	}
 	out := make([]Submitted, len(idx))
 	for n, i := range idx {

@@ -1,16 +1,18 @@
--- retry.lua: requeue dead or cancelled jobs by hand, attempts reset to 0.
--- ARGV[6] n, ARGV[7..] ids
--- Returns {'ok', requeued} — ids that are not dead or cancelled are skipped —
+-- retry.lua: requeue dead (or cancelled) jobs by hand, attempts reset to 0.
+-- ARGV[6] 'dead' = only dead jobs qualify, 'any' = dead or cancelled
+-- ARGV[7] n, ARGV[8..] ids
+-- Returns {'ok', requeued} — ids that do not qualify are skipped —
 -- or, when n = 1, {'conflict', state} / {'not_found'} for that one id.
-local n = tonumber(ARGV[6])
+local dead_only = ARGV[6] == 'dead'
+local n = tonumber(ARGV[7])
 local count = 0
 for i = 1, n do
-  local id = ARGV[6 + i]
+  local id = ARGV[7 + i]
   local jk = JOB .. id
   local f = redis.call('HMGET', jk, 'type', 'state', 'priority')
   if not f[2] then
     if n == 1 then return {'not_found'} end
-  elseif f[2] ~= 'dead' and f[2] ~= 'cancelled' then
+  elseif f[2] ~= 'dead' and (dead_only or f[2] ~= 'cancelled') then
     if n == 1 then return {'conflict', f[2]} end
   else
     redis.call('ZREM', K_DEAD, id)

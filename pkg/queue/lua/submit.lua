@@ -78,6 +78,7 @@ if dry_run then return {'ok'} end
 -- Phase 2: write.
 local out = {'ok'}
 local ready, created = 0, 0
+local push = {} -- list key → ids, one LPUSH per priority (order kept)
 local before = nil
 local min_due = nil
 for i = 1, n do
@@ -110,7 +111,9 @@ for i = 1, n do
       redis.call('ZADD', K_SCHED, j.run_at, j.id)
       if min_due == nil or j.run_at < min_due then min_due = j.run_at end
     else
-      redis.call('LPUSH', list_for(j.prio), j.id)
+      local l = list_for(j.prio)
+      if not push[l] then push[l] = {} end
+      push[l][#push[l] + 1] = j.id
       ready = ready + 1
     end
     emit(j.id, j.type, 'submitted', state, 0, '', '')
@@ -118,6 +121,9 @@ for i = 1, n do
     out[#out + 1] = j.id
     out[#out + 1] = 'new'
   end
+end
+for _, l in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
+  if push[l] then redis.call('LPUSH', l, unpack(push[l])) end
 end
 if guard_key ~= '' then
   if guard_next == '' then redis.call('ZREM', guard_key, guard_member)
