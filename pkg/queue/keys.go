@@ -16,7 +16,10 @@ const (
 )
 
 // queueKeys are the keys of one queue, in the order every script receives
-// them as KEYS (see lua/lib.lua).
+// them as KEYS (see lua/lib.lua). Scripts build the per-job keys of the same
+// slot from the prefixes they get in ARGV: the job hash jobPrefix+id, and
+// tag+"lock:"+id (the lease lock), tag+"idem:"+key (idempotency),
+// tag+"deps:"+id and tag+"dependents:"+id (dependency sets).
 type queueKeys struct {
 	name      string
 	tag       string // "sundial:{name}:"
@@ -52,20 +55,9 @@ func keysFor(queue string) *queueKeys {
 	return k
 }
 
-func (k *queueKeys) key(i int) string       { return k.all[i] }
-func (k *queueKeys) job(id string) string   { return k.jobPrefix + id }
-func (k *queueKeys) lock(id string) string  { return k.tag + "lock:" + id }
-func (k *queueKeys) idem(key string) string { return k.tag + "idem:" + key }
-func (k *queueKeys) tput(sec int64) string  { return k.tag + "tput:" + itoa(sec) }
-func (k *queueKeys) list(p string) string {
-	switch p {
-	case "high":
-		return k.all[kHigh]
-	case "low":
-		return k.all[kLow]
-	}
-	return k.all[kNormal]
-}
+func (k *queueKeys) key(i int) string      { return k.all[i] }
+func (k *queueKeys) job(id string) string  { return k.jobPrefix + id }
+func (k *queueKeys) tput(sec int64) string { return k.tag + "tput:" + itoa(sec) }
 
 // EventStreamKey returns the Redis stream that holds queue's job events.
 func EventStreamKey(queue string) string { return keysFor(queue).key(kEvents) }
