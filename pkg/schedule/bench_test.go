@@ -9,9 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 )
@@ -24,8 +27,13 @@ import (
 //
 //	SUNDIAL_SCHEDULE_BENCH_SECONDS=60 go test -run '^$' -bench FireEverySecond -benchtime 1x ./pkg/schedule
 //
+// The private Redis persists with AOF (appendfsync everysec), as queuetest
+// starts it; SUNDIAL_SCHEDULE_BENCH_REDIS=redis://… runs against another
+// server instead (its database must be empty; the benchmark flushes it).
+//
 // spread: interval schedules, each counting from its creation (as the
-// store anchors them), created by 16 concurrent clients.
+// store anchors them), created at evenly spread instants of one second —
+// schedules created at different times, as in a real system.
 // aligned: "* * * * * *" cron schedules, all due at the same instant each
 // second: the worst case.
 func BenchmarkFireEverySecond(b *testing.B) {
@@ -49,10 +57,35 @@ func BenchmarkFireEverySecond(b *testing.B) {
 }
 
 func fireBench(b *testing.B, n int, window time.Duration, timing string) {
-	srv := queuetest.Start(b)
-	q := queue.New(srv.Client(), queue.Options{})
-	st := NewStore(q)
+	rdb := benchRedis(b)
+	q := queue.New(rdb, queue.Options{})
 	ctx := context.Background()
+
+	// The scheduler runs from the start, so that every schedule's first
+	// fire time lies ahead of it: no catch-up burst.
+	var mu sync.Mutex
+	fires := make([]Fire, 0, n*int(window/time.Second+5))
+	sch := NewScheduler(q, SchedulerConfig{
+		Fire:   FireClient(rdb, queue.Options{}),
+		Logger: slog.New(slog.DiscardHandler),
+		OnFire: func(f Fire) {
+			mu.Lock()
+			fires = append(fires, f)
+			mu.Unlock()
+		},
+	})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = sch.Run(runCtx); close(done) }()
+
+	// The store's clock creates schedule i at phase i/n of the current
+	// second, so interval schedules start at evenly spread instants, and
+	// their first fire time (creation + 1 s) is still ahead.
+	var created atomic.Int64
+	st := NewStore(queue.New(rdb, queue.Options{Now: func() time.Time {
+		phase := time.Duration(created.Add(1)-1) * time.Second / time.Duration(n)
+		return time.Now().Truncate(time.Second).Add(phase % time.Second)
+	}}))
 	const queues = 4
 	var wg sync.WaitGroup
 	ids := make(chan int, n)
@@ -78,36 +111,27 @@ func fireBench(b *testing.B, n int, window time.Duration, timing string) {
 	}
 	wg.Wait()
 	if b.Failed() {
+		stop()
+		<-done
 		return
 	}
 
-	var mu sync.Mutex
-	fires := make([]Fire, 0, n*int(window/time.Second+2))
-	sch := NewScheduler(q, SchedulerConfig{
-		Fire:        FireClient(q.Redis(), queue.Options{}),
-		Logger:      slog.New(slog.DiscardHandler),
-		Concurrency: envInt("CONC", 0),
-		OnFire: func(f Fire) {
-			mu.Lock()
-			fires = append(fires, f)
-			mu.Unlock()
-		},
-	})
-	cpu0 := redisCPU(ctx, q)
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
+	cpu0, self0 := redisCPU(ctx, q), selfCPU()
 	b.ResetTimer()
 	started := time.Now()
-	go func() { _ = sch.Run(runCtx); close(done) }()
 	time.Sleep(window) // the benchmark's measuring window
 	stop()
 	<-done
 	b.StopTimer()
-	redisBusy := (redisCPU(ctx, q) - cpu0) / time.Since(started).Seconds()
+	elapsed := time.Since(started).Seconds()
+	if os.Getenv("SUNDIAL_SCHEDULE_BENCH_STATS") != "" {
+		fmt.Fprintln(os.Stderr, q.Redis().Info(ctx, "commandstats").Val())
+	}
+	redisBusy := (redisCPU(ctx, q) - cpu0) / elapsed
+	selfBusy := (selfCPU() - self0) / elapsed
 
-	// Fire times from one second after the start (warm-up: the first pass
-	// finds what fell due while the schedules were being created) to one
-	// second before the end.
+	// Fire times from one second after the last schedule was created to
+	// one second before the end.
 	from, to := started.Add(time.Second), started.Add(window-time.Second)
 	var late []time.Duration
 	per := map[string][]time.Time{}
@@ -134,6 +158,20 @@ func fireBench(b *testing.B, n int, window time.Duration, timing string) {
 			missed += int(to.Sub(from) / time.Second)
 		}
 	}
+	if os.Getenv("SUNDIAL_SCHEDULE_BENCH_STATS") != "" {
+		bySec := map[int64][]time.Duration{}
+		for _, f := range fires {
+			sec := int64(f.At.Sub(started) / time.Second)
+			bySec[sec] = append(bySec[sec], f.Done.Sub(f.At))
+		}
+		for sec := int64(-3); sec <= int64(window/time.Second); sec++ {
+			l := bySec[sec]
+			slices.Sort(l)
+			if len(l) > 0 {
+				fmt.Fprintf(os.Stderr, "second %d: %d fires, p50 %v p99 %v max %v\n", sec, len(l), l[len(l)/2], l[len(l)*99/100], l[len(l)-1])
+			}
+		}
+	}
 	slices.Sort(late)
 	pct := func(p float64) time.Duration {
 		if len(late) == 0 {
@@ -148,8 +186,9 @@ func fireBench(b *testing.B, n int, window time.Duration, timing string) {
 	b.ReportMetric(float64(missed), "missed")
 	b.ReportMetric(float64(twice), "twice")
 	b.ReportMetric(redisBusy*100, "redis_cpu_%")
-	b.Logf("%d schedules, %v window: %d fires measured, lateness p50 %v p99 %v max %v, %d missed, %d fired twice; redis-server busy %.0f%% of one core",
-		n, window, len(late), pct(0.5), pct(0.99), pct(1), missed, twice, redisBusy*100)
+	b.ReportMetric(selfBusy*100, "sched_cpu_%")
+	b.Logf("%d schedules, %v window: %d fires measured, lateness p50 %v p99 %v max %v, %d missed, %d fired twice; CPU: redis-server %.0f%%, scheduler %.0f%% of one core",
+		n, window, len(late), pct(0.5), pct(0.99), pct(1), missed, twice, redisBusy*100, selfBusy*100)
 }
 
 // redisCPU returns the CPU seconds redis-server has used so far.
@@ -166,9 +205,32 @@ func redisCPU(ctx context.Context, q *queue.Client) float64 {
 	return total
 }
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
-		return v
+// selfCPU returns the CPU seconds this process has used so far.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// benchRedis returns a client of the benchmark's Redis: a private server,
+// or the empty database named by SUNDIAL_SCHEDULE_BENCH_REDIS.
+func benchRedis(b *testing.B) redis.UniversalClient {
+	url := os.Getenv("SUNDIAL_SCHEDULE_BENCH_REDIS")
+	if url == "" {
+		return queuetest.Start(b).Client()
 	}
-	return def
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	ctx := context.Background()
+	if n, err := rdb.DBSize(ctx).Result(); err != nil || n != 0 {
+		b.Fatalf("SUNDIAL_SCHEDULE_BENCH_REDIS: database must be empty (%d keys, %v)", n, err)
+	}
+	b.Cleanup(func() {
+		rdb.FlushDB(ctx)
+		rdb.Close()
+	})
+	return rdb
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sundialhq/sundial/pkg/job"
 )
 
 // queuesMaxAge is how long a scheduler trusts its list of queues holding
@@ -19,19 +21,34 @@ const queuesMaxAge = 30 * time.Second
 
 // compiled is a stored definition ready to fire.
 type compiled struct {
-	raw string
-	rec *record
-	tt  *Timetable
-	err error // the definition is unusable
+	raw   string
+	rec   *record
+	tt    *Timetable
+	proto *job.Job // the template built and validated once; fires copy it
+	err   error    // the definition is unusable
 }
 
 // compileDefinition decodes and compiles a stored definition.
 func compileDefinition(raw string) *compiled {
 	c := &compiled{raw: raw, rec: &record{}}
-	if c.err = json.Unmarshal([]byte(raw), c.rec); c.err == nil {
-		c.tt, c.err = c.rec.spec().Compile()
+	if c.err = json.Unmarshal([]byte(raw), c.rec); c.err != nil {
+		return c
 	}
+	if c.tt, c.err = c.rec.spec().Compile(); c.err != nil {
+		return c
+	}
+	now := time.Now()
+	c.proto, c.err = c.rec.Job.Build(now, now)
 	return c
+}
+
+// newJob returns a new job of the template standing for fire time at.
+func (c *compiled) newJob(at, now time.Time) *job.Job {
+	j := *c.proto
+	j.ID = job.NewID(now)
+	j.RunAt = at.UTC().Truncate(time.Millisecond)
+	j.CreatedAt = now.UTC()
+	return &j
 }
 
 // defCache holds compiled definitions of one queue as of its revision;

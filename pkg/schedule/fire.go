@@ -72,7 +72,7 @@ func (s *Scheduler) fire(ctx context.Context, d due, now time.Time) (time.Time, 
 		log().Warn("removing a planned run without a definition in its queue")
 		return time.Time{}, s.advance(ctx, k, d, "")
 	case d.def.err != nil:
-		log().Error("schedule definition unusable; retrying in an hour", "err", d.def.err)
+		log().Error("schedule definition or job template unusable; retrying in an hour", "err", d.def.err)
 		return time.Time{}, s.advance(ctx, k, d, strconv.FormatInt(now.Add(putAside).UnixMilli(), 10))
 	}
 	times, nextT := d.def.tt.Due(time.UnixMilli(d.planned), now)
@@ -88,12 +88,7 @@ func (s *Scheduler) fire(ctx context.Context, d due, now time.Time) (time.Time, 
 	}
 	jobs := make([]*job.Job, len(times))
 	for i, at := range times {
-		j, err := d.def.rec.Job.Build(at, now)
-		if err != nil {
-			log().Error("schedule's job template unusable; retrying in an hour", "err", err)
-			return time.Time{}, s.advance(ctx, k, d, strconv.FormatInt(now.Add(putAside).UnixMilli(), 10))
-		}
-		jobs[i] = j
+		jobs[i] = d.def.newJob(at, now)
 	}
 	last := len(jobs) - 1
 	g := queue.Guard{

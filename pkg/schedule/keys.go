@@ -1,6 +1,10 @@
 package schedule
 
-import "github.com/sundialhq/sundial/pkg/queue"
+import (
+	"sync"
+
+	"github.com/sundialhq/sundial/pkg/queue"
+)
 
 // Every Redis key of recurring schedules is built in this file.
 //
@@ -35,13 +39,22 @@ type queueKeys struct {
 	defs, next, runs, rev string
 }
 
+// keyCache memoises keysFor: building a queue's keys allocates, and a
+// scheduler needs them for every fire.
+var keyCache sync.Map // queue name → queueKeys
+
 func keysFor(q string) queueKeys {
-	return queueKeys{
+	if k, ok := keyCache.Load(q); ok {
+		return k.(queueKeys)
+	}
+	k := queueKeys{
 		defs: queue.QueueKey(q, "schedules"),
 		next: queue.QueueKey(q, "schedules:next"),
 		runs: queue.QueueKey(q, "schedules:runs"),
 		rev:  queue.QueueKey(q, "schedules:rev"),
 	}
+	keyCache.Store(q, k)
+	return k
 }
 
 func (k queueKeys) all() []string { return []string{k.defs, k.next, k.runs, k.rev} }
