@@ -6,7 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"strings"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -104,19 +104,27 @@ func (e *env) setNext(t *testing.T, q, id string, at time.Time) {
 	}
 }
 
-// jobs returns every job in queue q, by scanning its job hashes.
+// jobs returns every job in queue q (id, type, run_at), read from the job
+// hashes themselves: a queue becomes known to the engine only after its
+// first submit returns.
 func (e *env) jobs(t *testing.T, q string) []*job.Job {
 	t.Helper()
 	rdb := e.q.Redis()
 	var out []*job.Job
 	iter := rdb.Scan(e.ctx, 0, "sundial:job:{"+q+"}:*", 1000).Iterator()
 	for iter.Next(e.ctx) {
-		id := iter.Val()[strings.LastIndex(iter.Val(), ":")+1:]
-		j, err := e.q.Get(e.ctx, id)
+		h, err := rdb.HMGet(e.ctx, iter.Val(), "id", "type", "run_at").Result()
 		if err != nil {
-			t.Fatalf("get job %s: %v", id, err)
+			t.Fatal(err)
 		}
-		out = append(out, j)
+		id, _ := h[0].(string)
+		typ, _ := h[1].(string)
+		runAt, _ := h[2].(string)
+		ms, err := strconv.ParseInt(runAt, 10, 64)
+		if err != nil {
+			t.Fatalf("job %s: run_at %q", iter.Val(), runAt)
+		}
+		out = append(out, &job.Job{ID: id, Queue: q, Type: typ, RunAt: time.UnixMilli(ms).UTC()})
 	}
 	if err := iter.Err(); err != nil {
 		t.Fatal(err)
