@@ -126,7 +126,11 @@ func printSchedule(w io.Writer, s *scheduleView) {
 	row(t, "Timing:", s.timing()+" ("+s.Timezone+")")
 	row(t, "State:", s.state())
 	row(t, "Misfire:", s.Misfire)
-	row(t, "Job:", fmt.Sprintf("%s on queue %s, priority %s", s.Job.Type, s.Job.Queue, orDash(s.Job.Priority)))
+	prio := s.Job.Priority
+	if prio == "" {
+		prio = "normal"
+	}
+	row(t, "Job:", fmt.Sprintf("%s on queue %s, priority %s", s.Job.Type, s.Job.Queue, prio))
 	if len(s.Job.Payload) > 0 {
 		row(t, "Payload:", string(s.Job.Payload))
 	}
