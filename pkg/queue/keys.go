@@ -63,3 +63,6 @@ func (k *queueKeys) tput(sec int64) string { return k.tag + "tput:" + itoa(sec) 
 func EventStreamKey(queue string) string { return keysFor(queue).key(kEvents) }
 
 func workerKey(id string) string { return keyWorkerPrefix + id }
+
+// JobKey returns the hash that holds job id of queue.
+func JobKey(queue, id string) string { return keysFor(queue).job(id) }
