@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sundialhq/sundial/pkg/job"
@@ -102,6 +104,12 @@ func (s *Scheduler) fire(ctx context.Context, d due, now time.Time) (time.Time, 
 			}
 			return now, nil
 		}
+		if refused(err) {
+			// Redis ran the script and refused it: this schedule's fires
+			// fail, not Redis. Put it aside rather than slowing every pass.
+			log().Error("submitting the schedule's job failed; retrying in an hour", "err", err)
+			return time.Time{}, s.advance(ctx, k, d, strconv.FormatInt(now.Add(putAside).UnixMilli(), 10))
+		}
 		return time.Time{}, fmt.Errorf("fire schedule %s: %w", d.id, err)
 	}
 	done := time.Now()
@@ -126,4 +134,17 @@ func (s *Scheduler) advance(ctx context.Context, k queueKeys, d due, next string
 		return fmt.Errorf("advance schedule %s: %w", d.id, err)
 	}
 	return nil
+}
+
+// refused reports whether err is an error reply of Redis about the command
+// itself (a script error, say) rather than Redis being unreachable, loading,
+// read-only or failing over.
+func refused(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	return !redis.IsLoadingError(err) && !redis.IsReadOnlyError(err) && !redis.IsClusterDownError(err) &&
+		!redis.IsTryAgainError(err) && !redis.IsMasterDownError(err) && !strings.HasPrefix(re.Error(), "BUSY") &&
+		!strings.HasPrefix(re.Error(), "NOSCRIPT") && !strings.HasPrefix(re.Error(), "OOM")
 }

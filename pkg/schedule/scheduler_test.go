@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -252,4 +253,31 @@ func TestOneLeaderAndShutdown(t *testing.T) {
 		t.Fatal("the stopped leader did not release the lock")
 	}
 	queuetest.Eventually(t, time.Second, "another leader at once", func() bool { n, who := leaders(); return n == 1 && who != first })
+}
+
+// redisErr is an error reply of Redis, as go-redis returns them.
+type redisErr string
+
+func (e redisErr) Error() string { return string(e) }
+func (redisErr) RedisError()     {}
+
+// TestRefused tells a script Redis refused (the schedule is put aside)
+// from Redis being unavailable (the pass fails and is retried).
+func TestRefused(t *testing.T) {
+	for err, want := range map[error]bool{
+		redisErr("ERR user_script:12: Script attempted to access a non local key"):    true,
+		redisErr("WRONGTYPE Operation against a key holding the wrong kind of value"): true,
+		fmt.Errorf("submit: %w", redisErr("ERR something in the script")):             true,
+		redisErr("LOADING Redis is loading the dataset in memory"):                    false,
+		redisErr("READONLY You can't write against a read only replica."):             false,
+		redisErr("BUSY Redis is busy running a script."):                              false,
+		redisErr("OOM command not allowed when used memory > 'maxmemory'."):           false,
+		redisErr("CLUSTERDOWN The cluster is down"):                                   false,
+		context.DeadlineExceeded: false,
+		errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"): false,
+	} {
+		if got := refused(err); got != want {
+			t.Errorf("refused(%q) = %v, want %v", err, got, want)
+		}
+	}
 }
