@@ -1,0 +1,256 @@
+package history
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/pkg/queue"
+)
+
+// loop is the writer's main loop: take over newly owned streams, read a
+// batch, write it until MongoDB accepts it, acknowledge, repeat.
+func (w *Writer) loop(ctx context.Context) error {
+	reading := map[string]bool{} // owned queues whose stream is being read
+	var held []*streamEvent      // events of jobs held back for their end (see Hold)
+	var holdUntil time.Time      // when the first held job must be written
+	var unacked []*streamEvent   // recorded, acknowledgement failed
+	bo := w.newBackoff()
+	for ctx.Err() == nil {
+		// Follow ownership: drop lost queues, take over gained ones.
+		owned := w.own.owned()
+		var claimed []*streamEvent
+		ownedSet := make(map[string]bool, len(owned))
+		for _, q := range owned {
+			ownedSet[q] = true
+			if reading[q] {
+				continue
+			}
+			evs, err := w.takeOver(ctx, q)
+			if err != nil {
+				w.log.Warn("history: take-over failed; retrying", "queue", q, "err", err)
+				continue
+			}
+			reading[q] = true
+			claimed = append(claimed, evs...)
+		}
+		for q := range reading {
+			if !ownedSet[q] {
+				delete(reading, q)
+			}
+		}
+		held = w.keepOwned(held)
+		unacked = w.keepOwned(unacked)
+		if len(unacked) > 0 {
+			if err := w.ack(ctx, unacked); err != nil {
+				w.log.Warn("history: acknowledge failed; retrying", "err", err)
+				bo.wait(ctx)
+				continue
+			}
+			unacked = nil
+		}
+		if len(reading) == 0 && len(claimed) == 0 {
+			w.waitForQueues(ctx)
+			continue
+		}
+		block := w.cfg.Block
+		if len(claimed) > 0 {
+			block = -1 // claimed events are waiting: do not wait for more
+		} else if len(held) > 0 {
+			block = max(time.Until(holdUntil), time.Millisecond)
+		}
+		read, err := w.read(ctx, keys(reading), block)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			if strings.Contains(err.Error(), "NOGROUP") { // a stream was deleted: set it up again
+				clear(reading)
+			}
+			w.log.Warn("history: read failed; retrying", "err", err, "in", bo.delay)
+			bo.wait(ctx)
+			continue
+		}
+		bo = w.newBackoff()
+		batch := append(append(held, claimed...), read...)
+		if len(batch) == 0 {
+			continue
+		}
+		var written []*streamEvent
+		held, written, holdUntil = w.writeBatch(ctx, batch)
+		if err := w.ack(ctx, written); err != nil && ctx.Err() == nil {
+			w.log.Warn("history: acknowledge failed; retrying", "err", err)
+			unacked = written
+		}
+	}
+	return nil
+}
+
+// waitForQueues waits until the owned queues change or a discovery
+// interval passes.
+func (w *Writer) waitForQueues(ctx context.Context) {
+	t := time.NewTimer(w.cfg.DiscoverInterval)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-w.changed:
+	case <-t.C:
+	}
+}
+
+// keepOwned drops the events of queues this writer no longer owns: their
+// new owner claims them from the group's pending entries.
+func (w *Writer) keepOwned(evs []*streamEvent) []*streamEvent {
+	out := evs[:0]
+	for _, e := range evs {
+		if w.own.owns(e.Queue) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// takeOver prepares a newly owned queue: it creates the consumer group
+// (from the stream's start, so events written before any writer ran are
+// recorded) and claims every pending entry of the group — those of a
+// writer that died or gave the queue up — returning them oldest first.
+// Owning the queue makes claiming at once (no idle time) safe.
+func (w *Writer) takeOver(ctx context.Context, q string) ([]*streamEvent, error) {
+	key := queue.EventStreamKey(q)
+	if err := w.rdb.XGroupCreateMkStream(ctx, key, w.cfg.Group, "0").Err(); err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
+		return nil, err
+	}
+	var out []*streamEvent
+	start := "0-0"
+	for {
+		msgs, next, err := w.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+			Stream: key, Group: w.cfg.Group, Consumer: w.cfg.Consumer,
+			MinIdle: 0, Start: start, Count: int64(w.cfg.BatchSize),
+		}).Result()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w.parse(ctx, key, q, msgs)...)
+		if next == "0-0" || next == "" {
+			break
+		}
+		start = next
+	}
+	w.forgetIdleConsumers(ctx, key)
+	if len(out) > 0 {
+		w.log.Info("history: took over pending events", "queue", q, "events", len(out))
+	}
+	return out, nil
+}
+
+// forgetIdleConsumers removes the group's other consumers that hold no
+// pending entry (writers that stopped), so the group does not grow with
+// every restart.
+func (w *Writer) forgetIdleConsumers(ctx context.Context, key string) {
+	cs, err := w.rdb.XInfoConsumers(ctx, key, w.cfg.Group).Result()
+	if err != nil {
+		return
+	}
+	for _, c := range cs {
+		if c.Name != w.cfg.Consumer && c.Pending == 0 {
+			w.rdb.XGroupDelConsumer(ctx, key, w.cfg.Group, c.Name)
+		}
+	}
+}
+
+// read returns the next new events of the given queues' streams, waiting
+// up to block for some (not at all when block < 0). On one Redis server a
+// single XREADGROUP covers every stream; in Redis Cluster the streams live
+// in different slots, so each is read without blocking in one pipeline.
+func (w *Writer) read(ctx context.Context, queues []string, block time.Duration) ([]*streamEvent, error) {
+	if len(queues) == 0 {
+		return nil, nil
+	}
+	if _, cluster := w.rdb.(*redis.ClusterClient); cluster {
+		return w.readCluster(ctx, queues, block)
+	}
+	args := make([]string, 0, 2*len(queues))
+	for _, q := range queues {
+		args = append(args, queue.EventStreamKey(q))
+	}
+	for range queues {
+		args = append(args, ">")
+	}
+	streams, err := w.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group: w.cfg.Group, Consumer: w.cfg.Consumer, Streams: args,
+		Count: int64(w.cfg.BatchSize), Block: block,
+	}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	byKey := make(map[string]string, len(queues))
+	for _, q := range queues {
+		byKey[queue.EventStreamKey(q)] = q
+	}
+	var out []*streamEvent
+	for _, s := range streams {
+		out = append(out, w.parse(ctx, s.Stream, byKey[s.Stream], s.Messages)...)
+	}
+	return out, nil
+}
+
+// clusterIdle is how long a cluster read waits when every stream was empty.
+const clusterIdle = 100 * time.Millisecond
+
+func (w *Writer) readCluster(ctx context.Context, queues []string, block time.Duration) ([]*streamEvent, error) {
+	pipe := w.rdb.Pipeline()
+	cmds := make([]*redis.XStreamSliceCmd, len(queues))
+	for i, q := range queues {
+		cmds[i] = pipe.XReadGroup(ctx, &redis.XReadGroupArgs{
+			Group: w.cfg.Group, Consumer: w.cfg.Consumer,
+			Streams: []string{queue.EventStreamKey(q), ">"}, Count: int64(w.cfg.BatchSize), Block: -1,
+		})
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	var out []*streamEvent
+	for i, c := range cmds {
+		for _, s := range c.Val() {
+			out = append(out, w.parse(ctx, s.Stream, queues[i], s.Messages)...)
+		}
+	}
+	if len(out) == 0 && block > 0 {
+		t := time.NewTimer(min(block, clusterIdle))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+	return out, nil
+}
+
+// parse decodes stream entries. An entry that is not an event (the engine
+// never writes one) is logged, acknowledged and left out.
+func (w *Writer) parse(ctx context.Context, key, q string, msgs []redis.XMessage) []*streamEvent {
+	out := make([]*streamEvent, 0, len(msgs))
+	for _, m := range msgs {
+		e, err := parseEntry(key, q, m)
+		if err != nil {
+			w.log.Error("history: skipping malformed stream entry", "queue", q, "entry", m.ID, "err", err)
+			w.rdb.XAck(ctx, key, w.cfg.Group, m.ID)
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

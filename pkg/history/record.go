@@ -1,0 +1,108 @@
+package history
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// writeBatch records batch, retrying with backoff until MongoDB accepts it,
+// ctx ends, or the writer loses the batch's queues. Jobs submitted less
+// than Hold ago that have not finished are held back: it returns their
+// events (to be written with the next batch), the events it recorded (to
+// acknowledge), and when the first held job's hold ends.
+func (w *Writer) writeBatch(ctx context.Context, batch []*streamEvent) (held, written []*streamEvent, holdUntil time.Time) {
+	bo := w.newBackoff()
+	var failingSince time.Time
+	for {
+		batch = w.keepOwned(batch)
+		held, written, holdUntil = nil, nil, time.Time{}
+		var write []*jobGroup
+		now := time.Now()
+		for _, g := range groupByJob(batch) {
+			if until := g.firstAt.Add(w.cfg.Hold); g.first && !g.final() && now.Before(until) {
+				held = append(held, g.events...)
+				if holdUntil.IsZero() || until.Before(holdUntil) {
+					holdUntil = until
+				}
+				continue
+			}
+			write = append(write, g)
+			written = append(written, g.events...)
+		}
+		if len(write) == 0 {
+			return held, nil, holdUntil
+		}
+		err := w.record(ctx, written, write)
+		if err == nil {
+			if !failingSince.IsZero() {
+				w.log.Info("history writer recovered", "failing_for", time.Since(failingSince).Round(time.Millisecond))
+			}
+			return held, written, holdUntil
+		}
+		if ctx.Err() != nil {
+			return nil, nil, time.Time{}
+		}
+		w.metrics.errors.Inc()
+		if failingSince.IsZero() {
+			failingSince = time.Now()
+		}
+		w.log.Warn("history: write to MongoDB failed; events wait in Redis, retrying",
+			"err", err, "events", len(written), "in", bo.delay, "failing_for", time.Since(failingSince).Round(time.Millisecond))
+		if !bo.wait(ctx) {
+			return nil, nil, time.Time{}
+		}
+	}
+}
+
+// record writes the events and job groups of one batch: it first reads the
+// Redis hash of each job that is new or finished (payload, result, …),
+// then writes to MongoDB.
+func (w *Writer) record(ctx context.Context, events []*streamEvent, groups []*jobGroup) error {
+	start := time.Now()
+	var need []*jobGroup
+	for _, g := range groups {
+		g.hash = nil
+		if g.first || g.final() {
+			need = append(need, g)
+		}
+	}
+	if err := readJobHashes(ctx, w.rdb, need); err != nil {
+		return err
+	}
+	st, err := w.store.write(ctx, events, groups)
+	if err != nil {
+		return err
+	}
+	done := time.Now()
+	w.metrics.batch.Observe(done.Sub(start).Seconds())
+	w.metrics.events.Add(float64(st.events))
+	w.metrics.duplicates.Add(float64(st.duplicateEvents))
+	w.metrics.jobs.WithLabelValues("insert").Add(float64(st.jobsInserted))
+	w.metrics.jobs.WithLabelValues("update").Add(float64(st.jobsUpdated))
+	for _, e := range events {
+		w.metrics.delay.Observe(done.Sub(e.At).Seconds())
+	}
+	return nil
+}
+
+// ack acknowledges recorded events, one pipelined XACK per stream.
+func (w *Writer) ack(ctx context.Context, events []*streamEvent) error {
+	if len(events) == 0 {
+		return nil
+	}
+	ids := map[string][]string{}
+	for _, e := range events {
+		ids[e.stream] = append(ids[e.stream], e.ID)
+	}
+	pipe := w.rdb.Pipeline()
+	for key, list := range ids {
+		pipe.XAck(ctx, key, w.cfg.Group, list...)
+	}
+	_, err := pipe.Exec(ctx)
+	if err == redis.Nil {
+		err = nil
+	}
+	return err
+}

@@ -1,0 +1,176 @@
+package history
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/job"
+)
+
+// The collections of the history database.
+const (
+	// JobsCollection holds one document per job: its latest recorded state.
+	JobsCollection = "jobs"
+	// EventsCollection holds one document per event, insert-only.
+	EventsCollection = "events"
+)
+
+// version is the position of a stream entry as a string that sorts like
+// the entry id: "<ms:15 digits>-<seq:20 digits>". A job's events all live in
+// its queue's stream, so their versions order them exactly, and a job
+// document records the version of the last event folded into it.
+type version string
+
+// parseVersion turns a stream entry id "1712345678901-3" into a version.
+func parseVersion(id string) (version, error) {
+	msPart, seqPart, ok := strings.Cut(id, "-")
+	ms, err1 := strconv.ParseUint(msPart, 10, 64)
+	seq, err2 := strconv.ParseUint(seqPart, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return "", fmt.Errorf("bad stream entry id %q", id)
+	}
+	return version(fmt.Sprintf("%015d-%020d", ms, seq)), nil
+}
+
+// eventDocID is an event's deterministic _id: its queue and stream
+// position, so that writing the same entry twice is a duplicate-key no-op.
+func eventDocID(queue string, v version) string { return queue + "/" + string(v) }
+
+// eventDoc is an event as stored. Empty worker_id and error are omitted.
+type eventDoc struct {
+	ID       string    `bson:"_id"`
+	JobID    string    `bson:"job_id"`
+	Queue    string    `bson:"queue"`
+	Type     string    `bson:"type"`
+	Event    string    `bson:"event"`
+	State    string    `bson:"state"`
+	Attempt  int       `bson:"attempt"`
+	WorkerID string    `bson:"worker_id,omitempty"`
+	Error    string    `bson:"error,omitempty"`
+	At       time.Time `bson:"at"`
+}
+
+func newEventDoc(e *streamEvent) eventDoc {
+	return eventDoc{
+		ID: eventDocID(e.Queue, e.version), JobID: e.JobID, Queue: e.Queue, Type: e.Type,
+		Event: string(e.Event.Event), State: string(e.State), Attempt: e.Attempt,
+		WorkerID: e.WorkerID, Error: e.Error, At: e.At,
+	}
+}
+
+func (d *eventDoc) event() job.Event {
+	id := d.ID
+	if i := strings.LastIndexByte(id, '/'); i >= 0 {
+		id = id[i+1:]
+	}
+	return job.Event{
+		ID: entryID(id), JobID: d.JobID, Queue: d.Queue, Type: d.Type,
+		Event: job.EventType(d.Event), State: job.State(d.State), Attempt: d.Attempt,
+		WorkerID: d.WorkerID, Error: d.Error, At: d.At.UTC(),
+	}
+}
+
+// entryID turns a version back into the stream entry id it came from.
+func entryID(v string) string {
+	msPart, seqPart, ok := strings.Cut(v, "-")
+	ms, err1 := strconv.ParseUint(msPart, 10, 64)
+	seq, err2 := strconv.ParseUint(seqPart, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return v
+	}
+	return strconv.FormatUint(ms, 10) + "-" + strconv.FormatUint(seq, 10)
+}
+
+// Field names of a job document. The document carries the job fields of
+// the API that events and the job's Redis hash know, plus:
+//
+//	version     the version of the last event folded in (see version)
+//	updated_at  the time of that event; retention counts from it
+const (
+	fID             = "_id"
+	fQueue          = "queue"
+	fType           = "type"
+	fState          = "state"
+	fAttempt        = "attempt"
+	fVersion        = "version"
+	fUpdatedAt      = "updated_at"
+	fCreatedAt      = "created_at"
+	fStartedAt      = "started_at"
+	fFinishedAt     = "finished_at"
+	fWorkerID       = "worker_id"
+	fLastError      = "last_error"
+	fPayload        = "payload"
+	fResult         = "result"
+	fPriority       = "priority"
+	fMaxAttempts    = "max_attempts"
+	fTimeout        = "timeout_seconds"
+	fBackoff        = "backoff"
+	fRunAt          = "run_at"
+	fDependsOn      = "depends_on"
+	fIdempotencyKey = "idempotency_key"
+	fJobID          = "job_id"
+	fAt             = "at"
+)
+
+// jobDoc is a job document as read back. Payload and result are stored as
+// the JSON text the client sent and the handler returned, unchanged.
+type jobDoc struct {
+	ID             string      `bson:"_id"`
+	Queue          string      `bson:"queue"`
+	Type           string      `bson:"type"`
+	State          string      `bson:"state"`
+	Attempt        int         `bson:"attempt"`
+	Version        string      `bson:"version"`
+	CreatedAt      time.Time   `bson:"created_at"`
+	StartedAt      *time.Time  `bson:"started_at"`
+	FinishedAt     *time.Time  `bson:"finished_at"`
+	WorkerID       string      `bson:"worker_id"`
+	LastError      string      `bson:"last_error"`
+	Payload        string      `bson:"payload"`
+	Result         string      `bson:"result"`
+	Priority       string      `bson:"priority"`
+	MaxAttempts    int         `bson:"max_attempts"`
+	TimeoutSeconds int         `bson:"timeout_seconds"`
+	Backoff        *backoffDoc `bson:"backoff"`
+	RunAt          *time.Time  `bson:"run_at"`
+	DependsOn      []string    `bson:"depends_on"`
+	IdempotencyKey string      `bson:"idempotency_key"`
+}
+
+func (d *jobDoc) job() *job.Job {
+	utc := func(t *time.Time) *time.Time {
+		if t == nil {
+			return nil
+		}
+		u := t.UTC()
+		return &u
+	}
+	j := &job.Job{
+		ID: d.ID, Queue: d.Queue, Type: d.Type, Priority: job.Priority(d.Priority),
+		State: job.State(d.State), Attempt: d.Attempt, MaxAttempts: d.MaxAttempts,
+		TimeoutSeconds: d.TimeoutSeconds, DependsOn: d.DependsOn, IdempotencyKey: d.IdempotencyKey,
+		CreatedAt: d.CreatedAt.UTC(), StartedAt: utc(d.StartedAt), FinishedAt: utc(d.FinishedAt),
+		WorkerID: d.WorkerID, LastError: d.LastError,
+	}
+	if d.Backoff != nil {
+		j.Backoff = job.Backoff{BaseSeconds: d.Backoff.BaseSeconds, MaxSeconds: d.Backoff.MaxSeconds}
+	}
+	if d.RunAt != nil {
+		j.RunAt = d.RunAt.UTC()
+	}
+	if d.Payload != "" {
+		j.Payload = []byte(d.Payload)
+	}
+	if d.Result != "" {
+		j.Result = []byte(d.Result)
+	}
+	return j
+}
+
+// backoffDoc is how a job's backoff is stored.
+type backoffDoc struct {
+	BaseSeconds float64 `bson:"base_seconds"`
+	MaxSeconds  float64 `bson:"max_seconds"`
+}

@@ -1,0 +1,250 @@
+package history
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/pkg/queue"
+	"golang.org/x/sync/errgroup"
+)
+
+// WriterConfig tunes a Writer. Zero values take the documented defaults.
+type WriterConfig struct {
+	// Group is the consumer group of the event streams. Default DefaultGroup.
+	Group string
+	// Consumer names this writer in the group. Default <hostname>-<pid>
+	// (with a -<n> suffix for further writers in one process).
+	Consumer string
+	// BatchSize is the most events read from one stream at once. Default 2000.
+	BatchSize int
+	// Block is how long one read waits for new events. Default 1 s.
+	Block time.Duration
+	// Hold is how long the events of a job that was just submitted may wait
+	// for the job to finish, so that its document is written with one
+	// insert instead of an insert and updates. Default 250 ms; it adds at
+	// most that much to the recording delay of those events.
+	Hold time.Duration
+	// OwnerTTL is how long a queue's ownership lasts without renewal: the
+	// time another writer needs to take over from one that died. Default 10 s.
+	OwnerTTL time.Duration
+	// DiscoverInterval is how often the list of queues is reread. Default 5 s.
+	DiscoverInterval time.Duration
+	// MaxBackoff caps the delay between retries while MongoDB or Redis
+	// fails. Default 10 s.
+	MaxBackoff time.Duration
+	// Monitor tunes the backlog measurement and its warning; its Group and
+	// Logger are the writer's.
+	Monitor MonitorConfig
+	// Logger receives the writer's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+var writerSeq atomic.Int64
+
+func (c *WriterConfig) fill() {
+	if c.Group == "" {
+		c.Group = DefaultGroup
+	}
+	if c.Consumer == "" {
+		host, _ := os.Hostname()
+		c.Consumer = fmt.Sprintf("%s-%d", host, os.Getpid())
+		if n := writerSeq.Add(1); n > 1 {
+			c.Consumer = fmt.Sprintf("%s-%d", c.Consumer, n)
+		}
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 2000
+	}
+	if c.Block <= 0 {
+		c.Block = time.Second
+	}
+	if c.Hold < 0 {
+		c.Hold = 0
+	} else if c.Hold == 0 {
+		c.Hold = 250 * time.Millisecond
+	}
+	if c.OwnerTTL <= 0 {
+		c.OwnerTTL = 10 * time.Second
+	}
+	if c.DiscoverInterval <= 0 {
+		c.DiscoverInterval = 5 * time.Second
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.Monitor.Group, c.Monitor.Logger = c.Group, c.Logger
+}
+
+// Writer copies every queue's event stream into the history Store. It reads
+// with a consumer group, writes in bulk, acknowledges what MongoDB holds,
+// and trims what every group acknowledged. It is never on the queue's hot
+// path: while MongoDB is down events wait in Redis and the writer retries
+// with backoff, then catches up. Several writers may run at once (see
+// ownership): they split the queues and take over from one that dies.
+type Writer struct {
+	q       *queue.Client
+	rdb     redis.UniversalClient
+	store   *Store
+	cfg     WriterConfig
+	log     *slog.Logger
+	own     *ownership
+	mon     *Monitor
+	metrics *writerMetrics
+	changed chan struct{} // the owned queues changed
+}
+
+// NewWriter returns a Writer from q's queues into store.
+func NewWriter(q *queue.Client, store *Store, cfg WriterConfig) *Writer {
+	cfg.fill()
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	w := &Writer{
+		q: q, rdb: q.Redis(), store: store, cfg: cfg,
+		log:     cfg.Logger.With("consumer", cfg.Consumer),
+		own:     newOwnership(q.Redis(), cfg.Consumer+"/"+hex.EncodeToString(suffix[:]), cfg.OwnerTTL),
+		mon:     NewMonitor(q, cfg.Monitor),
+		metrics: newWriterMetrics(),
+		changed: make(chan struct{}, 1),
+	}
+	return w
+}
+
+// Backlog returns the last measurement of what waits to be recorded.
+func (w *Writer) Backlog() Backlog { return w.mon.Backlog() }
+
+// Lag returns the age of the oldest unrecorded event at the last
+// measurement (at most Monitor.Interval old), for /readyz details.
+func (w *Writer) Lag() time.Duration { return w.mon.Lag() }
+
+// Run writes history until ctx ends, then gives up its queues so another
+// writer takes over at once, and returns nil. MongoDB and Redis errors are
+// logged and retried with backoff; they never stop Run.
+func (w *Writer) Run(ctx context.Context) error {
+	w.log.Info("history writer started", "group", w.cfg.Group, "batch", w.cfg.BatchSize, "hold", w.cfg.Hold, "owner_ttl", w.cfg.OwnerTTL)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return w.ownLoop(gctx) })
+	g.Go(func() error { return w.mon.run(gctx, func(b Backlog) { w.trim(gctx, b) }) })
+	g.Go(func() error {
+		if !w.setup(gctx) {
+			return nil
+		}
+		if w.store.FerretDB() {
+			g.Go(func() error { w.store.runJanitor(gctx); return nil })
+		}
+		return w.loop(gctx)
+	})
+	err := g.Wait()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	w.own.release(rctx)
+	cancel()
+	w.log.Info("history writer stopped")
+	return err
+}
+
+// setup prepares the store, retrying with backoff; false when ctx ended.
+func (w *Writer) setup(ctx context.Context) bool {
+	bo := w.newBackoff()
+	for {
+		err := w.store.Setup(ctx)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		w.log.Warn("history store not ready; retrying", "err", err, "in", bo.delay)
+		if !bo.wait(ctx) {
+			return false
+		}
+	}
+}
+
+// ownLoop rereads the queue list every DiscoverInterval and claims or
+// renews the queues' ownership every third of OwnerTTL.
+func (w *Writer) ownLoop(ctx context.Context) error {
+	var queues []string
+	var discovered time.Time
+	var held []string
+	t := time.NewTicker(w.cfg.OwnerTTL / 3)
+	defer t.Stop()
+	for {
+		if time.Since(discovered) >= w.cfg.DiscoverInterval {
+			if qs, err := w.q.Queues(ctx); err == nil {
+				queues, discovered = qs, time.Now()
+			} else if ctx.Err() == nil {
+				w.log.Debug("history: queue discovery failed", "err", err)
+			}
+		}
+		owned, err := w.own.claim(ctx, queues)
+		if err != nil && ctx.Err() == nil {
+			w.log.Debug("history: ownership renewal failed", "err", err)
+		}
+		if !slices.Equal(owned, held) {
+			held = owned
+			w.metrics.ownedQueues.Set(float64(len(owned)))
+			w.log.Info("history: owned queues changed", "queues", owned)
+			select {
+			case w.changed <- struct{}{}:
+			default:
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// trim removes from each owned stream the entries every consumer group has
+// acknowledged, as measured in b. Trimming is approximate (whole radix
+// nodes), so it never removes an entry at or above the bound.
+func (w *Writer) trim(ctx context.Context, b Backlog) {
+	pipe := w.rdb.Pipeline()
+	n := 0
+	for _, qb := range b.Queues {
+		if qb.trimBefore != "" && w.own.owns(qb.Queue) {
+			pipe.XTrimMinIDApprox(ctx, queue.EventStreamKey(qb.Queue), qb.trimBefore, 0)
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	if _, err := pipe.Exec(ctx); err != nil && ctx.Err() == nil {
+		w.log.Debug("history: trim failed", "err", err)
+	}
+}
+
+// backoff is an exponential retry delay from 50 ms up to a cap.
+type backoff struct {
+	delay, max time.Duration
+}
+
+func (w *Writer) newBackoff() *backoff {
+	return &backoff{delay: 50 * time.Millisecond, max: w.cfg.MaxBackoff}
+}
+
+// wait sleeps for the current delay and doubles it; false when ctx ended.
+func (b *backoff) wait(ctx context.Context) bool {
+	t := time.NewTimer(b.delay)
+	defer t.Stop()
+	b.delay = min(2*b.delay, b.max)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,84 @@
+package history
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+)
+
+// TestEveryEventInOrder drives real transitions through the engine
+// (success, a failure then success, dead, cancel, a delayed job, a retry
+// by hand) and checks that every event of every job arrives in MongoDB in
+// stream order, and that each job document matches the job in Redis.
+func TestEveryEventInOrder(t *testing.T) {
+	e := newEnv(t)
+	const q = "inorder"
+	zero := func(s *job.Spec) { s.Backoff = &job.Backoff{}; s.MaxAttempts = ptr(2) }
+	e.startWriter(e.store, testWriterConfig())
+
+	ok := e.submit(q, "t.ok", 5, zero)
+	e.complete(q, e.claim(q, 5), queue.OutcomeSucceeded, "")
+	flaky := e.submit(q, "t.flaky", 3, zero)
+	e.complete(q, e.claim(q, 3), queue.OutcomeFailed, "boom") // retried at once (backoff 0)
+	e.complete(q, e.claim(q, 3), queue.OutcomeSucceeded, "")  // attempt 2 succeeds
+	dead := e.submit(q, "t.dead", 2, zero)
+	e.complete(q, e.claim(q, 2), queue.OutcomeDead, "no handler")
+	if _, err := e.q.Retry(e.ctx, dead[0].ID); err != nil { // dead → queued again by hand
+		t.Fatalf("retry: %v", err)
+	}
+	e.complete(q, e.claim(q, 1), queue.OutcomeSucceeded, "")
+	cancelled := e.submit(q, "t.cancel", 2, zero)
+	for _, j := range cancelled {
+		if _, err := e.q.Cancel(e.ctx, j.ID); err != nil {
+			t.Fatalf("cancel: %v", err)
+		}
+	}
+	later := e.submit(q, "t.later", 2, func(s *job.Spec) { s.DelaySeconds = ptr(3600.0) })
+
+	all := append(append(append(append(ok, flaky...), dead...), cancelled...), later...)
+	stream := e.entries(q)
+	byJob := map[string][]job.Event{}
+	for _, se := range stream {
+		byJob[se.JobID] = append(byJob[se.JobID], se.Event)
+	}
+	waitFor(t, 30*time.Second, "every event recorded", func() bool {
+		return e.count(e.db, EventsCollection) == int64(len(stream))
+	})
+	for _, j := range all {
+		got, err := e.store.Events(e.ctx, j.ID)
+		if err != nil {
+			t.Fatalf("events of %s: %v", j.ID, err)
+		}
+		if !reflect.DeepEqual(got, byJob[j.ID]) {
+			t.Fatalf("events of %s (%s):\n got %+v\nwant %+v", j.ID, j.Type, got, byJob[j.ID])
+		}
+	}
+	// Job documents catch up with Redis, payload and result included.
+	for _, j := range all {
+		live, err := e.q.Get(e.ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc *job.Job
+		waitFor(t, 10*time.Second, "job document of "+j.ID, func() bool {
+			doc, err = e.store.Job(e.ctx, j.ID)
+			return err == nil && doc.State == live.State
+		})
+		live.RunAt, doc.RunAt = time.Time{}, time.Time{} // the hash's run_at is read when the job is stored
+		if !reflect.DeepEqual(doc, live) {
+			t.Fatalf("job %s (%s):\n mongo %+v\n redis %+v", j.ID, j.Type, doc, live)
+		}
+	}
+	if _, err := e.store.Job(e.ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown job: %v, want ErrNotFound", err)
+	}
+	if _, err := e.store.Events(e.ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("events of unknown job: %v, want ErrNotFound", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
