@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	"github.com/sundialhq/sundial/internal/mongotest"
 	"github.com/sundialhq/sundial/pkg/job"
@@ -201,4 +203,14 @@ func (e *env) snapshot(db *mongo.Database) map[string]bson.M {
 		}
 	}
 	return out
+}
+
+// counterValue reads a counter.
+func counterValue(t testing.TB, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }
