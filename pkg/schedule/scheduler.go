@@ -34,7 +34,9 @@ type SchedulerConfig struct {
 	// Batch is how many due schedules of one queue one pass reads.
 	// Default 1000.
 	Batch int
-	// Concurrency is how many fires may be in flight at once. Default 32.
+	// Concurrency is how many fires may be in flight at once; through
+	// FireClient's auto-pipeliner they share round trips, so this is the
+	// depth of the pipelines more than a number of connections. Default 256.
 	Concurrency int
 	// Fire is the queue client that fire submits through. Default: the
 	// one given to NewScheduler. The poller passes FireClient's, over an
@@ -69,7 +71,7 @@ func (c *SchedulerConfig) fill() {
 		c.Batch = 1000
 	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = 32
+		c.Concurrency = 256
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
