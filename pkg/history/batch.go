@@ -41,8 +41,8 @@ func (w *Writer) loop(ctx context.Context) error {
 				delete(reading, q)
 			}
 		}
-		held = w.keepOwned(held)
-		unacked = w.keepOwned(unacked)
+		held = w.keepOwned(held, reading)
+		unacked = w.keepOwned(unacked, reading)
 		if len(unacked) > 0 {
 			if err := w.ack(ctx, unacked); err != nil {
 				w.log.Warn("history: acknowledge failed; retrying", "err", err)
@@ -79,7 +79,7 @@ func (w *Writer) loop(ctx context.Context) error {
 			continue
 		}
 		var written []*streamEvent
-		held, written, holdUntil = w.writeBatch(ctx, batch)
+		held, written, holdUntil = w.writeBatch(ctx, batch, reading)
 		if err := w.ack(ctx, written); err != nil && ctx.Err() == nil {
 			w.log.Warn("history: acknowledge failed; retrying", "err", err)
 			unacked = written
@@ -100,13 +100,17 @@ func (w *Writer) waitForQueues(ctx context.Context) {
 	}
 }
 
-// keepOwned drops the events of queues this writer no longer owns: their
-// new owner claims them from the group's pending entries.
-func (w *Writer) keepOwned(evs []*streamEvent) []*streamEvent {
+// keepOwned drops the events of queues this writer no longer owns: they
+// stay pending in the group, and whoever owns the queue next (this writer
+// again, perhaps) claims them when it takes the queue over. Such queues
+// leave reading, so that a take-over happens.
+func (w *Writer) keepOwned(evs []*streamEvent, reading map[string]bool) []*streamEvent {
 	out := evs[:0]
 	for _, e := range evs {
 		if w.own.owns(e.Queue) {
 			out = append(out, e)
+		} else {
+			delete(reading, e.Queue)
 		}
 	}
 	return out

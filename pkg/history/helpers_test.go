@@ -175,12 +175,18 @@ func (e *env) count(db *mongo.Database, coll string) int64 {
 // waitFor polls cond every 25 ms until it holds or timeout passes.
 func waitFor(t testing.TB, timeout time.Duration, msg string, cond func() bool) {
 	t.Helper()
+	poll(t, 25*time.Millisecond, timeout, msg, cond)
+}
+
+// poll checks cond every interval until it holds or timeout passes.
+func poll(t testing.TB, interval, timeout time.Duration, msg string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v: %s", timeout, msg)
 		}
-		time.Sleep(25 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }
 

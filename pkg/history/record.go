@@ -8,15 +8,15 @@ import (
 )
 
 // writeBatch records batch, retrying with backoff until MongoDB accepts it,
-// ctx ends, or the writer loses the batch's queues. Jobs submitted less
+// ctx ends, or the writer loses the batch's queues (see keepOwned). Jobs submitted less
 // than Hold ago that have not finished are held back: it returns their
 // events (to be written with the next batch), the events it recorded (to
 // acknowledge), and when the first held job's hold ends.
-func (w *Writer) writeBatch(ctx context.Context, batch []*streamEvent) (held, written []*streamEvent, holdUntil time.Time) {
+func (w *Writer) writeBatch(ctx context.Context, batch []*streamEvent, reading map[string]bool) (held, written []*streamEvent, holdUntil time.Time) {
 	bo := w.newBackoff()
 	var failingSince time.Time
 	for {
-		batch = w.keepOwned(batch)
+		batch = w.keepOwned(batch, reading)
 		held, written, holdUntil = nil, nil, time.Time{}
 		var write []*jobGroup
 		now := time.Now()
