@@ -131,20 +131,6 @@ func (e *env) complete(q string, leases []queue.Lease, kind queue.OutcomeKind, d
 	}
 }
 
-// runAll claims and completes every queued job of q with success.
-func (e *env) runAll(q string) int {
-	e.t.Helper()
-	n := 0
-	for {
-		l := e.claim(q, 500)
-		if len(l) == 0 {
-			return n
-		}
-		e.complete(q, l, queue.OutcomeSucceeded, "")
-		n += len(l)
-	}
-}
-
 // entries returns every entry of q's event stream, parsed.
 func (e *env) entries(q string) []*streamEvent {
 	e.t.Helper()

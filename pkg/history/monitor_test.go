@@ -1,0 +1,91 @@
+package history
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/pkg/queue"
+)
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestMonitorBacklogLagAndWarning measures the backlog with no writer,
+// then with a writer that has read but not acknowledged, and checks the
+// metrics and the rate-limited warning.
+func TestMonitorBacklogLagAndWarning(t *testing.T) {
+	e := newEnv(t)
+	var logs syncBuffer
+	m := NewMonitor(e.q, MonitorConfig{WarnBacklog: 10, WarnEvery: time.Hour, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	b, err := m.Measure(e.ctx)
+	if err != nil || b.Events != 0 || b.Lag != 0 {
+		t.Fatalf("empty: %+v, %v", b, err)
+	}
+	e.submit("mon-a", "t", 30)
+	e.submit("mon-b", "t", 5)
+	// Let the oldest event age; lag is measured from the entry's time.
+	waitFor(t, 5*time.Second, "events age", func() bool {
+		b, _ = m.Measure(e.ctx)
+		return b.Lag >= 50*time.Millisecond
+	})
+	if b.Events != 35 || len(b.Queues) != 2 || b.Queues[0].Events != 30 || b.Queues[1].Events != 5 {
+		t.Fatalf("no writer yet: %+v", b)
+	}
+	// A group that read some entries without acknowledging them.
+	key := queue.EventStreamKey("mon-a")
+	e.rdb.XGroupCreateMkStream(e.ctx, key, DefaultGroup, "0")
+	e.rdb.XReadGroup(e.ctx, &redis.XReadGroupArgs{Group: DefaultGroup, Consumer: "c", Streams: []string{key, ">"}, Count: 10, Block: -1})
+	if b, err = m.Measure(e.ctx); err != nil || b.Queues[0].Events != 30 {
+		t.Fatalf("10 pending + 20 undelivered: %+v, %v", b, err)
+	}
+	if b.Queues[0].trimBefore == "" || compareIDs(b.Queues[0].trimBefore, e.entries("mon-a")[0].ID) != 0 {
+		t.Fatalf("nothing acknowledged, yet trim bound %q", b.Queues[0].trimBefore)
+	}
+	if m.Lag() != b.Lag || m.Backlog().Events != 35 {
+		t.Fatalf("Lag/Backlog do not report the last measurement")
+	}
+	if n := strings.Count(logs.String(), "history backlog is growing"); n != 1 {
+		t.Fatalf("%d warnings, want 1 (rate-limited):\n%s", n, logs.String())
+	}
+
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m.Collector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, mf := range mfs {
+		got[mf.GetName()] = len(mf.GetMetric())
+	}
+	if got["sundial_history_backlog_events"] != 2 || got["sundial_history_lag_seconds"] != 2 {
+		t.Fatalf("metrics: %v", got)
+	}
+	w := NewWriter(e.q, e.store, testWriterConfig())
+	reg = prometheus.NewPedanticRegistry()
+	reg.MustRegister(w.Collector())
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+}
