@@ -185,6 +185,7 @@ func fireBench(b *testing.B, n int, window time.Duration, timing string) {
 	b.ReportMetric(float64(pct(1).Microseconds())/1000, "max_ms")
 	b.ReportMetric(float64(missed), "missed")
 	b.ReportMetric(float64(twice), "twice")
+	b.ReportMetric(float64(infoInt(ctx, q, "persistence", "aof_rewrites")), "aof_rewrites")
 	b.ReportMetric(redisBusy*100, "redis_cpu_%")
 	b.ReportMetric(selfBusy*100, "sched_cpu_%")
 	b.Logf("%d schedules, %v window: %d fires measured, lateness p50 %v p99 %v max %v, %d missed, %d fired twice; CPU: redis-server %.0f%%, scheduler %.0f%% of one core",
@@ -233,4 +234,15 @@ func benchRedis(b *testing.B) redis.UniversalClient {
 		rdb.Close()
 	})
 	return rdb
+}
+
+// infoInt reads one integer field of Redis' INFO section.
+func infoInt(ctx context.Context, q *queue.Client, section, field string) int64 {
+	for _, line := range strings.Split(q.Redis().Info(ctx, section).Val(), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
 }
