@@ -41,6 +41,8 @@ type Config struct {
 	EventsMaxLen      int64
 	HeartbeatInterval time.Duration
 	WorkerID          string
+	History           bool
+	HistoryRetention  time.Duration
 }
 
 // Var describes one environment variable.
@@ -134,6 +136,18 @@ var Vars = []Var{
 		return nil
 	}},
 	{"SUNDIAL_HEARTBEAT_INTERVAL", "5s", "worker registry heartbeat; a worker missing 3 beats is dropped from the list", false, durVar(100*time.Millisecond, time.Minute, func(c *Config, d time.Duration) { c.HeartbeatInterval = d })},
+	{"SUNDIAL_HISTORY", "on", "on: the poller writes every job event to MongoDB and the API answers history queries; off: no MongoDB at all", false, func(c *Config, v string) error {
+		switch v {
+		case "on", "true", "1":
+			c.History = true
+		case "off", "false", "0":
+			c.History = false
+		default:
+			return fmt.Errorf("must be on or off")
+		}
+		return nil
+	}},
+	{"SUNDIAL_HISTORY_RETENTION", "720h", "how long MongoDB keeps job records and events (TTL index; a janitor on FerretDB)", false, durVar(time.Hour, 100*365*24*time.Hour, func(c *Config, d time.Duration) { c.HistoryRetention = d })},
 	{"SUNDIAL_WORKER_ID", "", "worker id; default <hostname>-<pid>", false, func(c *Config, v string) error {
 		c.WorkerID = v
 		return nil

@@ -17,10 +17,17 @@ import (
 func main() {
 	service.Main("api", func(ctx context.Context, env *service.Env) error {
 		c := env.Config
-		// The history store (MongoDB) is wired in here once pkg/history has
-		// its Store; while History is nil, GET /v1/jobs and a job's events
-		// answer 503 and /readyz reports it as not configured.
+		// With SUNDIAL_HISTORY=off, History stays nil: GET /v1/jobs and a
+		// job's events answer 503 and /readyz reports it as not configured.
 		var hist history.Reader
+		if c.History {
+			mc, err := history.Connect(c.MongoURI)
+			if err != nil {
+				return fmt.Errorf("SUNDIAL_MONGO_URI: %w", err)
+			}
+			defer mc.Disconnect(context.WithoutCancel(ctx))
+			hist = history.NewStore(mc.Database(c.MongoDB), history.StoreOptions{Retention: c.HistoryRetention, Logger: env.Log})
+		}
 
 		shutdown := c.ShutdownTimeout
 		if shutdown == 0 {
