@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"golang.org/x/sync/errgroup"
 )
 
 // Update batch sizes. FerretDB v1 holds one PostgreSQL connection per
@@ -37,12 +38,21 @@ type writeStats struct {
 // read-modify-writes, because one writer at a time owns a queue (see
 // owner.go) and a job's events all live in its queue's stream.
 func (s *Store) write(ctx context.Context, events []*streamEvent, groups []*jobGroup) (writeStats, error) {
-	var st writeStats
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	if err := s.insertEvents(ctx, events, &st); err != nil {
-		return st, err
-	}
+	// Events and job documents go to different collections: write both at
+	// once (two connections, two server threads).
+	var evStats, jobStats writeStats
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.insertEvents(gctx, events, &evStats) })
+	g.Go(func() error { return s.writeJobs(gctx, groups, &jobStats) })
+	err := g.Wait()
+	jobStats.events, jobStats.duplicateEvents = evStats.events, evStats.duplicateEvents
+	return jobStats, err
+}
+
+// writeJobs creates or updates the document of each job group.
+func (s *Store) writeJobs(ctx context.Context, groups []*jobGroup, st *writeStats) error {
 	var inserts, updates []*jobGroup
 	for _, g := range groups {
 		if g.first {
@@ -53,14 +63,10 @@ func (s *Store) write(ctx context.Context, events []*streamEvent, groups []*jobG
 	}
 	dups, err := s.insertJobs(ctx, inserts)
 	if err != nil {
-		return st, err
+		return err
 	}
 	st.jobsInserted = len(inserts) - len(dups)
-	updates = append(updates, dups...)
-	if err := s.updateJobs(ctx, updates, &st); err != nil {
-		return st, err
-	}
-	return st, nil
+	return s.updateJobs(ctx, append(updates, dups...), st)
 }
 
 func (s *Store) insertEvents(ctx context.Context, events []*streamEvent, st *writeStats) error {

@@ -17,6 +17,7 @@ func (w *Writer) loop(ctx context.Context) error {
 	var held []*streamEvent      // events of jobs held back for their end (see Hold)
 	var holdUntil time.Time      // when the first held job must be written
 	var unacked []*streamEvent   // recorded, acknowledgement failed
+	tails := map[string]*tail{}  // stream key → what the last reads saw of it
 	bo := w.newBackoff()
 	for ctx.Err() == nil {
 		// Follow ownership: drop lost queues, take over gained ones.
@@ -74,18 +75,52 @@ func (w *Writer) loop(ctx context.Context) error {
 			continue
 		}
 		bo = w.newBackoff()
+		observe(tails, claimed, true, w.cfg.BatchSize)
+		observe(tails, read, false, w.cfg.BatchSize)
 		batch := append(append(held, claimed...), read...)
 		if len(batch) == 0 {
 			continue
 		}
 		var written []*streamEvent
-		held, written, holdUntil = w.writeBatch(ctx, batch, reading)
+		held, written, holdUntil = w.writeBatch(ctx, batch, reading, tails)
 		if err := w.ack(ctx, written); err != nil && ctx.Err() == nil {
 			w.log.Warn("history: acknowledge failed; retrying", "err", err)
 			unacked = written
 		}
 	}
 	return nil
+}
+
+// tail is what the writer last read of one stream.
+type tail struct {
+	newest time.Time // time of the newest event read
+	more   bool      // the last read was full: more events wait
+}
+
+// observe records in tails what a read (or, claimed, a take-over) returned.
+// Streams absent from a read have nothing more waiting.
+func observe(tails map[string]*tail, evs []*streamEvent, claimed bool, batchSize int) {
+	counts := map[string]int{}
+	for _, e := range evs {
+		t := tails[e.stream]
+		if t == nil {
+			t = &tail{}
+			tails[e.stream] = t
+		}
+		if e.At.After(t.newest) {
+			t.newest = e.At
+		}
+		counts[e.stream]++
+	}
+	if claimed {
+		for key := range counts {
+			tails[key].more = true
+		}
+		return
+	}
+	for key, t := range tails {
+		t.more = counts[key] >= batchSize
+	}
 }
 
 // waitForQueues waits until the owned queues change or a discovery

@@ -8,11 +8,19 @@ import (
 )
 
 // writeBatch records batch, retrying with backoff until MongoDB accepts it,
-// ctx ends, or the writer loses the batch's queues (see keepOwned). Jobs submitted less
-// than Hold ago that have not finished are held back: it returns their
-// events (to be written with the next batch), the events it recorded (to
-// acknowledge), and when the first held job's hold ends.
-func (w *Writer) writeBatch(ctx context.Context, batch []*streamEvent, reading map[string]bool) (held, written []*streamEvent, holdUntil time.Time) {
+// ctx ends, or the writer loses the batch's queues (see keepOwned). It
+// returns the events of held jobs (to be written with the next batch), the
+// events it recorded (to acknowledge), and when the first held job's hold
+// ends.
+//
+// A job whose submitted event is in the batch but which has not finished
+// is held while its next events are likely just behind in the stream: it
+// was submitted less than Hold before the newest event read from its
+// stream, and either that read was full (more events wait: the writer is
+// behind) or less than Hold ago. Most jobs then get their document with a
+// single insert, which matters on FerretDB, where an update scans the whole
+// collection.
+func (w *Writer) writeBatch(ctx context.Context, batch []*streamEvent, reading map[string]bool, tails map[string]*tail) (held, written []*streamEvent, holdUntil time.Time) {
 	bo := w.newBackoff()
 	var failingSince time.Time
 	for {
@@ -21,7 +29,9 @@ func (w *Writer) writeBatch(ctx context.Context, batch []*streamEvent, reading m
 		var write []*jobGroup
 		now := time.Now()
 		for _, g := range groupByJob(batch) {
-			if until := g.firstAt.Add(w.cfg.Hold); g.first && !g.final() && now.Before(until) {
+			until := g.firstAt.Add(w.cfg.Hold)
+			t := tails[g.events[0].stream]
+			if g.first && !g.final() && t != nil && t.newest.Before(until) && (t.more || now.Before(until)) {
 				held = append(held, g.events...)
 				if holdUntil.IsZero() || until.Before(holdUntil) {
 					holdUntil = until
@@ -71,11 +81,15 @@ func (w *Writer) record(ctx context.Context, events []*streamEvent, groups []*jo
 	if err := readJobHashes(ctx, w.rdb, need); err != nil {
 		return err
 	}
+	read := time.Now()
 	st, err := w.store.write(ctx, events, groups)
 	if err != nil {
 		return err
 	}
 	done := time.Now()
+	w.log.Debug("history: batch written", "events", st.events, "duplicates", st.duplicateEvents,
+		"jobs_inserted", st.jobsInserted, "jobs_updated", st.jobsUpdated, "stale", st.staleUpdates,
+		"redis", read.Sub(start).Round(time.Millisecond), "mongo", done.Sub(read).Round(time.Millisecond))
 	w.metrics.batch.Observe(done.Sub(start).Seconds())
 	w.metrics.events.Add(float64(st.events))
 	w.metrics.duplicates.Add(float64(st.duplicateEvents))

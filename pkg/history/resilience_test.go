@@ -199,6 +199,16 @@ func TestMongoDownUnderLoad(t *testing.T) {
 	jobs := l.stop(t)
 	e.waitRecorded(db, 3*jobs, jobs, 120*time.Second)
 	waitFor(t, 10*time.Second, "the backlog drains", func() bool { return w.Backlog().Events == 0 })
+	// What was acknowledged is trimmed (approximately: whole stream nodes
+	// of at most 100 entries).
+	waitFor(t, 10*time.Second, "acknowledged events trimmed", func() bool {
+		for _, q := range queues {
+			if e.rdb.XLen(e.ctx, queue.EventStreamKey(q)).Val() > 100 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // TestWritersShareAndTakeOver runs two writers over four queues under load;

@@ -125,7 +125,7 @@ func (s *Store) Job(ctx context.Context, id string) (*job.Job, error) {
 }
 
 // Events returns the recorded events of job id, oldest first, or
-// ErrNotFound when there are none.
+// ErrNotFound when there are none. Their type is the job document's.
 func (s *Store) Events(ctx context.Context, jobID string) ([]job.Event, error) {
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
@@ -141,9 +141,16 @@ func (s *Store) Events(ctx context.Context, jobID string) ([]job.Event, error) {
 	if len(docs) == 0 {
 		return nil, ErrNotFound
 	}
+	var j struct {
+		Type string `bson:"type"`
+	}
+	err = s.jobs.FindOne(ctx, bson.D{{Key: fID, Value: jobID}}, options.FindOne().SetProjection(bson.D{{Key: fType, Value: 1}})).Decode(&j)
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, fmt.Errorf("history: events: %w", err)
+	}
 	out := make([]job.Event, len(docs))
 	for i := range docs {
-		out[i] = docs[i].event()
+		out[i] = docs[i].event(j.Type)
 	}
 	return out, nil
 }

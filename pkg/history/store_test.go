@@ -103,13 +103,25 @@ func TestReplayChangesNothing(t *testing.T) {
 	e.complete(q, e.claim(q, 10), queue.OutcomeFailed, "again")
 	e.claim(q, 5)
 	stream := e.entries(q)
+	// Another consumer group that reads nothing: the writer must not trim
+	// what it has not acknowledged, so the whole stream stays for the replay.
+	key := queue.EventStreamKey(q)
+	if err := e.rdb.XGroupCreate(e.ctx, key, "audit", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
 
 	// First through the writer, as in production.
-	_, stop := e.startWriter(e.store, testWriterConfig())
+	w, stop := e.startWriter(e.store, testWriterConfig())
 	waitFor(t, 30*time.Second, "stream recorded", func() bool {
 		return e.count(e.db, EventsCollection) == int64(len(stream)) && e.count(e.db, JobsCollection) == 30
 	})
+	waitFor(t, 10*time.Second, "a backlog measurement after the writes", func() bool {
+		return w.Backlog().Events == 0 && !w.Backlog().At.IsZero()
+	})
 	stop()
+	if n := e.rdb.XLen(e.ctx, key).Val(); n != int64(len(stream)) {
+		t.Fatalf("the writer trimmed entries another group has not read: %d of %d left", n, len(stream))
+	}
 	before := e.snapshot(e.db)
 
 	reversed := slices.Clone(stream)
@@ -128,10 +140,10 @@ func TestReplayChangesNothing(t *testing.T) {
 	}
 
 	// And through the writer again: rewind the group to the stream's start.
-	if err := e.rdb.XGroupSetID(e.ctx, queue.EventStreamKey(q), DefaultGroup, "0").Err(); err != nil {
+	if err := e.rdb.XGroupSetID(e.ctx, key, DefaultGroup, "0").Err(); err != nil {
 		t.Fatal(err)
 	}
-	w, _ := e.startWriter(e.store, testWriterConfig())
+	w, _ = e.startWriter(e.store, testWriterConfig())
 	waitFor(t, 30*time.Second, "replay read", func() bool {
 		return w.Backlog().Events == 0 && !w.Backlog().At.IsZero()
 	})

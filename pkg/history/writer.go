@@ -35,7 +35,8 @@ type WriterConfig struct {
 	// OwnerTTL is how long a queue's ownership lasts without renewal: the
 	// time another writer needs to take over from one that died. Default 10 s.
 	OwnerTTL time.Duration
-	// DiscoverInterval is how often the list of queues is reread. Default 5 s.
+	// DiscoverInterval is how often the list of queues is reread (a new
+	// queue's first events wait up to this long). Default 1 s.
 	DiscoverInterval time.Duration
 	// MaxBackoff caps the delay between retries while MongoDB or Redis
 	// fails. Default 10 s.
@@ -75,7 +76,7 @@ func (c *WriterConfig) fill() {
 		c.OwnerTTL = 10 * time.Second
 	}
 	if c.DiscoverInterval <= 0 {
-		c.DiscoverInterval = 5 * time.Second
+		c.DiscoverInterval = time.Second
 	}
 	if c.MaxBackoff <= 0 {
 		c.MaxBackoff = 10 * time.Second
@@ -170,21 +171,18 @@ func (w *Writer) setup(ctx context.Context) bool {
 	}
 }
 
-// ownLoop rereads the queue list every DiscoverInterval and claims or
-// renews the queues' ownership every third of OwnerTTL.
+// ownLoop rereads the queue list and claims or renews the queues'
+// ownership every DiscoverInterval, and at least every third of OwnerTTL.
 func (w *Writer) ownLoop(ctx context.Context) error {
 	var queues []string
-	var discovered time.Time
 	var held []string
-	t := time.NewTicker(w.cfg.OwnerTTL / 3)
+	t := time.NewTicker(min(w.cfg.OwnerTTL/3, w.cfg.DiscoverInterval))
 	defer t.Stop()
 	for {
-		if time.Since(discovered) >= w.cfg.DiscoverInterval {
-			if qs, err := w.q.Queues(ctx); err == nil {
-				queues, discovered = qs, time.Now()
-			} else if ctx.Err() == nil {
-				w.log.Debug("history: queue discovery failed", "err", err)
-			}
+		if qs, err := w.q.Queues(ctx); err == nil {
+			queues = qs
+		} else if ctx.Err() == nil {
+			w.log.Debug("history: queue discovery failed", "err", err)
 		}
 		owned, err := w.own.claim(ctx, queues)
 		if err != nil && ctx.Err() == nil {
