@@ -442,17 +442,6 @@ func TestConcurrentSingleSubmitsCoalesce(t *testing.T) {
 	}
 }
 
-func TestRejectedSubmitLeavesNoQueue(t *testing.T) {
-	e := newEnv(t)
-	bad := e.build(t, job.Spec{Type: "t", Queue: "fresh", DependsOn: []string{"01NOPE"}})
-	if _, err := e.q.Submit(e.ctx, []*job.Job{bad}); err == nil {
-		t.Fatal("submit with unknown dependency accepted")
-	}
-	if qs, _ := e.q.Queues(e.ctx); len(qs) != 0 {
-		t.Fatalf("rejected submit registered queues %v", qs)
-	}
-}
-
 func TestRetryDeadSkipsCancelled(t *testing.T) {
 	e := newEnv(t)
 	js := e.submit(t, job.Spec{Type: "t", DelaySeconds: ptr(60.0)})

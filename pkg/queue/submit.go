@@ -57,11 +57,14 @@ func (e *DependencyError) Field(batch bool) string {
 // share script calls (see coalescer).
 func (c *Client) Submit(ctx context.Context, jobs []*job.Job) ([]Submitted, error) {
 	if len(jobs) == 1 && len(jobs[0].DependsOn) == 0 {
+		if err := c.register(ctx, jobs[0].Queue); err != nil {
+			return nil, err
+		}
 		s, err := c.submitOne(ctx, jobs[0])
 		if err != nil {
 			return nil, err
 		}
-		return []Submitted{s}, c.register(ctx, jobs[0].Queue)
+		return []Submitted{s}, nil
 	}
 	if err := resolveBatchRefs(jobs); err != nil {
 		return nil, err
@@ -161,6 +164,15 @@ func (c *Client) submitQueue(ctx context.Context, queue string, jobs []*job.Job,
 
 func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*job.Job, idx []int, dryRun bool, g *Guard) ([]Submitted, error) {
 	k := c.keysFor(queue)
+	// Register the queue before writing to it: pollers and writers find
+	// queues through this set, so a job must never exist in an unlisted
+	// queue (a crash right after the script would strand it). A rejected
+	// submit may leave an empty queue listed; that is harmless.
+	if !dryRun {
+		if err := c.register(ctx, queue); err != nil {
+			return nil, err
+		}
+	}
 	args := make([]any, 0, 3+12*len(idx))
 	dry := "0"
 	if dryRun {
@@ -201,12 +213,7 @@ func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*j
 	if dryRun {
 		return nil, nil
 	}
-	// Register the queue only once something was written to it, so a
-	// rejected submit leaves no trace. (The jobs are already safe: a queue
-	// missing from the set only hides them from listings until then.)
-	if err := c.register(ctx, queue); err != nil {
-		return nil, err
-	}
+
 	out := make([]Submitted, len(idx))
 	for n, i := range idx {
 		id, flag := res[1+2*n], res[2+2*n]
