@@ -18,6 +18,7 @@ func (w *Writer) loop(ctx context.Context) error {
 	var holdUntil time.Time      // when the first held job must be written
 	var unacked []*streamEvent   // recorded, acknowledgement failed
 	tails := map[string]*tail{}  // stream key → what the last reads saw of it
+	var lastRead time.Time
 	bo := w.newBackoff()
 	for ctx.Err() == nil {
 		// Follow ownership: drop lost queues, take over gained ones.
@@ -62,6 +63,11 @@ func (w *Writer) loop(ctx context.Context) error {
 		} else if len(held) > 0 {
 			block = max(time.Until(holdUntil), time.Millisecond)
 		}
+		if len(claimed) == 0 && !behind(tails) {
+			// Caught up: let events gather for a bigger batch.
+			w.linger(ctx, lastRead)
+		}
+		lastRead = time.Now()
 		read, err := w.read(ctx, keys(reading), block)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -120,6 +126,30 @@ func observe(tails map[string]*tail, evs []*streamEvent, claimed bool, batchSize
 	}
 	for key, t := range tails {
 		t.more = counts[key] >= batchSize
+	}
+}
+
+// behind reports whether the last read of some stream was full.
+func behind(tails map[string]*tail) bool {
+	for _, t := range tails {
+		if t.more {
+			return true
+		}
+	}
+	return false
+}
+
+// linger waits until Linger has passed since the last read.
+func (w *Writer) linger(ctx context.Context, last time.Time) {
+	d := time.Until(last.Add(w.cfg.Linger))
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 

@@ -29,9 +29,14 @@ type WriterConfig struct {
 	Block time.Duration
 	// Hold is how long the events of a job that was just submitted may wait
 	// for the job to finish, so that its document is written with one
-	// insert instead of an insert and updates. Default 250 ms; it adds at
-	// most that much to the recording delay of those events.
+	// insert instead of an insert and updates. Default 500 ms; it adds at
+	// most that much to the recording delay of jobs that run longer.
 	Hold time.Duration
+	// Linger is the least time between two reads while the writer is caught
+	// up, so that events gather into fewer, bigger batches: it trades up to
+	// this much recording delay for less work per event in MongoDB (and in
+	// FerretDB, much less CPU). Default 100 ms; negative disables it.
+	Linger time.Duration
 	// OwnerTTL is how long a queue's ownership lasts without renewal: the
 	// time another writer needs to take over from one that died. Default 10 s.
 	OwnerTTL time.Duration
@@ -70,7 +75,12 @@ func (c *WriterConfig) fill() {
 	if c.Hold < 0 {
 		c.Hold = 0
 	} else if c.Hold == 0 {
-		c.Hold = 250 * time.Millisecond
+		c.Hold = 500 * time.Millisecond
+	}
+	if c.Linger < 0 {
+		c.Linger = 0
+	} else if c.Linger == 0 {
+		c.Linger = 100 * time.Millisecond
 	}
 	if c.OwnerTTL <= 0 {
 		c.OwnerTTL = 10 * time.Second

@@ -51,6 +51,8 @@ type options struct {
 	rate               float64
 	duration, sat      time.Duration
 	rounds             int
+	linger, hold       time.Duration
+	watch              string
 	concurrency        int
 	keep, verbose      bool
 }
@@ -66,6 +68,9 @@ func main() {
 	flag.IntVar(&o.concurrency, "c", 200, "worker concurrency")
 	flag.BoolVar(&o.keep, "keep", false, "keep the MongoDB database")
 	flag.BoolVar(&o.verbose, "v", false, "log the writer's debug lines to stderr")
+	flag.DurationVar(&o.linger, "linger", 0, "the writer's Linger (0: its default)")
+	flag.StringVar(&o.watch, "watch", "", "more processes to report CPU for, name=pid,… (their children included), e.g. ferretdb=123,postgres=456")
+	flag.DurationVar(&o.hold, "hold", 0, "the writer's Hold (0: its default)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "historybench:", err)
@@ -75,13 +80,26 @@ func main() {
 
 func run(o options) error {
 	ctx := context.Background()
+	procs := []proc{{"bench", os.Getpid()}}
 	if o.redisURL == "" {
-		url, stop, err := startRedis()
+		url, pid, stop, err := startRedis()
 		if err != nil {
 			return err
 		}
 		defer stop()
 		o.redisURL = url
+		procs = append(procs, proc{"redis", pid})
+	}
+	for _, w := range strings.Split(o.watch, ",") {
+		if w == "" {
+			continue
+		}
+		name, pid, ok := strings.Cut(w, "=")
+		n, err := strconv.Atoi(pid)
+		if !ok || err != nil {
+			return fmt.Errorf("-watch: %q is not name=pid", w)
+		}
+		procs = append(procs, proc{name, n})
 	}
 	ropts, err := redis.ParseURL(o.redisURL)
 	if err != nil {
@@ -115,11 +133,14 @@ func run(o options) error {
 	fmt.Printf("historybench: %s, rate %.0f jobs/s for %v, saturation %v × %d, worker concurrency %d, %d CPUs\n",
 		server, o.rate, o.duration, o.sat, o.rounds, o.concurrency, numCPU())
 
-	b := &bench{o: o, rdb: rdb, q: q, store: store, log: quiet, wlog: quiet}
+	b := &bench{o: o, rdb: rdb, q: q, store: store, log: quiet, wlog: quiet, procs: procs}
 	if o.verbose {
 		b.wlog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	b.phase(ctx, "rate, writer off", false, o.rate, o.duration)
+	// The writer-off phase's events are a backlog, as after a MongoDB
+	// outage of that length: time how long a writer takes to record it.
+	b.catchUp(ctx)
 	on := b.phase(ctx, "rate, writer on", true, o.rate, o.duration)
 	fmt.Printf("  history lag (oldest unrecorded event, sampled every 100 ms): p50 %v  p99 %v  max %v\n",
 		pct(on.lags, 50), pct(on.lags, 99), pct(on.lags, 100))
@@ -137,6 +158,40 @@ func run(o options) error {
 	return nil
 }
 
+// catchUp measures how fast a writer records the backlog in Redis, with no
+// other load (at most 10 minutes).
+func (b *bench) catchUp(ctx context.Context) {
+	mon := history.NewMonitor(b.q, history.MonitorConfig{Logger: b.log})
+	bl, err := mon.Measure(ctx)
+	if err != nil || bl.Events == 0 {
+		return
+	}
+	w := history.NewWriter(b.q, b.store, history.WriterConfig{Logger: b.wlog, Linger: b.o.linger, Hold: b.o.hold})
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	cpu0, ticks0 := readCPU(), b.ticks()
+	start := time.Now()
+	go func() { _ = w.Run(wctx); close(done) }()
+	for time.Since(start) < 10*time.Minute {
+		if now, err := mon.Measure(ctx); err == nil && now.Events == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	cpu, ticks := readCPU().since(cpu0), b.ticks()
+	stop()
+	<-done
+	left, _ := mon.Measure(ctx)
+	recorded := bl.Events - left.Events
+	line := fmt.Sprintf("catch-up of that backlog, no load: %d of %d events recorded in %v: %.0f events/s  CPU: machine %3.0f%%, ",
+		recorded, bl.Events, elapsed.Round(time.Millisecond), float64(recorded)/elapsed.Seconds(), cpu)
+	for i, p := range b.procs {
+		line += fmt.Sprintf("%s %.0f%% ", p.name, float64(ticks[i]-ticks0[i])/clockTicks/elapsed.Seconds()*100)
+	}
+	fmt.Println(line)
+}
+
 type bench struct {
 	o     options
 	rdb   *redis.Client
@@ -144,6 +199,7 @@ type bench struct {
 	store *history.Store
 	log   *slog.Logger
 	wlog  *slog.Logger // the writer's
+	procs []proc       // processes whose CPU use is reported
 	n     int
 }
 
@@ -186,14 +242,32 @@ func (b *bench) phase(ctx context.Context, name string, writerOn bool, rate floa
 	writerCtx, stopWriter := context.WithCancel(ctx)
 	writerDone := make(chan struct{})
 	if writerOn {
-		w = history.NewWriter(b.q, b.store, history.WriterConfig{Logger: b.wlog})
+		w = history.NewWriter(b.q, b.store, history.WriterConfig{Logger: b.wlog, Linger: b.o.linger, Hold: b.o.hold})
 		reg.MustRegister(w.Collector())
 		go func() { _ = w.Run(writerCtx); close(writerDone) }()
 	} else {
 		close(writerDone)
 	}
 
-	cpu0 := readCPU()
+	if w != nil {
+		// Warm up: the writer runs before the load, as in production, and
+		// has found the queue (its first jobs are recorded).
+		warm := make([]*job.Job, 10)
+		for i := range warm {
+			warm[i], _ = (&job.Spec{Queue: qname, Type: "bench.noop"}).Build(time.Now())
+		}
+		if _, err := b.q.Submit(ctx, warm); err != nil {
+			fmt.Fprintln(os.Stderr, "historybench: submit:", err)
+		}
+		for t0 := time.Now(); time.Since(t0) < time.Minute; time.Sleep(20 * time.Millisecond) {
+			if bl := w.Backlog(); bl.At.After(t0) && bl.Events == 0 && started.Load() == 10 {
+				break
+			}
+		}
+		started.Store(0)
+	}
+	hist0 := histogram(reg, "sundial_history_event_delay_seconds")
+	cpu0, ticks0 := readCPU(), b.ticks()
 	start := time.Now()
 	deadline := start.Add(d)
 	var submitted int64
@@ -230,7 +304,7 @@ func (b *bench) phase(ctx context.Context, name string, writerOn bool, rate floa
 	}
 	elapsed := time.Since(start)
 	res.rate = float64(started.Load()) / elapsed.Seconds()
-	cpu := readCPU().since(cpu0)
+	cpu, ticks := readCPU().since(cpu0), b.ticks()
 	stopWorker()
 	<-workerDone
 	if w != nil && rate > 0 {
@@ -243,15 +317,19 @@ func (b *bench) phase(ctx context.Context, name string, writerOn bool, rate floa
 			time.Sleep(50 * time.Millisecond)
 		}
 		res.drain = time.Since(stop).Round(time.Millisecond)
-		res.delayP50, res.delayP99 = histQuantile(reg, "sundial_history_event_delay_seconds", .5), histQuantile(reg, "sundial_history_event_delay_seconds", .99)
+		h := histogram(reg, "sundial_history_event_delay_seconds").minus(hist0)
+		res.delayP50, res.delayP99 = h.quantile(.5), h.quantile(.99)
 	}
 	stopWriter()
 	<-writerDone
-	// The writer-off phases' events are nobody's to record: drop them.
-	if !writerOn {
+	// The saturation writer-off phases' events are nobody's to record.
+	if !writerOn && rate == 0 {
 		b.rdb.Del(ctx, queue.EventStreamKey(qname))
 	}
-	line := fmt.Sprintf("%-24s %7.0f jobs/s  (%d jobs in %v)  CPU busy %3.0f%%", name+":", res.rate, started.Load(), elapsed.Round(time.Millisecond), cpu)
+	line := fmt.Sprintf("%-24s %6.0f jobs/s (%d in %v)  CPU: machine %3.0f%% of %d, ", name+":", res.rate, started.Load(), elapsed.Round(time.Millisecond), cpu, numCPU())
+	for i, p := range b.procs {
+		line += fmt.Sprintf("%s %.0f%% ", p.name, float64(ticks[i]-ticks0[i])/clockTicks/elapsed.Seconds()*100)
+	}
 	if rate > 0 {
 		line += fmt.Sprintf("  job latency p50 %v p99 %v", pct(lats, 50), pct(lats, 99))
 	}
@@ -259,37 +337,60 @@ func (b *bench) phase(ctx context.Context, name string, writerOn bool, rate floa
 	return res
 }
 
-// histQuantile estimates a quantile of a histogram in reg as Prometheus'
-// histogram_quantile does (linear within the bucket).
-func histQuantile(reg *prometheus.Registry, name string, q float64) float64 {
+// hist is a cumulative histogram: upper bounds and counts.
+type hist struct {
+	bounds []float64
+	counts []float64
+}
+
+// histogram reads the histogram name from reg (empty when absent).
+func histogram(reg *prometheus.Registry, name string) hist {
+	var h hist
 	mfs, err := reg.Gather()
 	if err != nil {
-		return math.NaN()
+		return h
 	}
 	for _, mf := range mfs {
 		if mf.GetName() != name || len(mf.GetMetric()) == 0 {
 			continue
 		}
-		h := mf.GetMetric()[0].GetHistogram()
-		total := float64(h.GetSampleCount())
-		if total == 0 {
-			return 0
+		for _, bk := range mf.GetMetric()[0].GetHistogram().GetBucket() {
+			h.bounds = append(h.bounds, bk.GetUpperBound())
+			h.counts = append(h.counts, float64(bk.GetCumulativeCount()))
 		}
-		rank := q * total
-		prevCount, prevBound := 0.0, 0.0
-		for _, bk := range h.GetBucket() {
-			c := float64(bk.GetCumulativeCount())
-			if c >= rank {
-				if c == prevCount {
-					return bk.GetUpperBound()
-				}
-				return prevBound + (bk.GetUpperBound()-prevBound)*(rank-prevCount)/(c-prevCount)
-			}
-			prevCount, prevBound = c, bk.GetUpperBound()
-		}
-		return math.Inf(1)
 	}
-	return math.NaN()
+	return h
+}
+
+// minus returns what h counted since h0.
+func (h hist) minus(h0 hist) hist {
+	out := hist{bounds: h.bounds, counts: slices.Clone(h.counts)}
+	for i := range out.counts {
+		if i < len(h0.counts) {
+			out.counts[i] -= h0.counts[i]
+		}
+	}
+	return out
+}
+
+// quantile estimates quantile q as Prometheus' histogram_quantile does
+// (linear within the bucket); +Inf when it lies beyond the last bound.
+func (h hist) quantile(q float64) float64 {
+	if len(h.counts) == 0 {
+		return math.NaN()
+	}
+	rank := q * h.counts[len(h.counts)-1] // events within the last bound
+	prevCount, prevBound := 0.0, 0.0
+	for i, c := range h.counts {
+		if c >= rank {
+			if c == prevCount {
+				return h.bounds[i]
+			}
+			return prevBound + (h.bounds[i]-prevBound)*(rank-prevCount)/(c-prevCount)
+		}
+		prevCount, prevBound = c, h.bounds[i]
+	}
+	return math.Inf(1)
 }
 
 func pct(ds []time.Duration, p float64) time.Duration {
@@ -308,6 +409,52 @@ func mean(xs []float64) float64 {
 		s += x
 	}
 	return s / float64(len(xs))
+}
+
+// proc is a process whose CPU use is reported, with its children.
+type proc struct {
+	name string
+	pid  int
+}
+
+// clockTicks is the unit of /proc/<pid>/stat times (USER_HZ).
+const clockTicks = 100
+
+// ticks returns the CPU time (user + system, in clock ticks) of each
+// watched process and its live children.
+func (b *bench) ticks() []float64 {
+	index := map[int]int{} // pid → index in b.procs
+	for i, p := range b.procs {
+		index[p.pid] = i
+	}
+	out := make([]float64, len(b.procs))
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		st, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// After the command name (which may hold spaces): state ppid … utime stime.
+		f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		i, ok := index[pid]
+		if !ok {
+			if i, ok = index[ppid]; !ok {
+				continue
+			}
+		}
+		u, _ := strconv.ParseFloat(f[11], 64)
+		s, _ := strconv.ParseFloat(f[12], 64)
+		out[i] += u + s
+	}
+	return out
 }
 
 // cpuTimes are the machine's busy and total jiffies from /proc/stat.
@@ -344,17 +491,17 @@ func numCPU() int {
 }
 
 // startRedis starts a private redis-server on a free port with AOF every
-// second, and returns its URL and a function that stops it.
-func startRedis() (string, func(), error) {
+// second, and returns its URL, its pid and a function that stops it.
+func startRedis() (string, int, func(), error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	dir, err := os.MkdirTemp("", "historybench-redis-")
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--dir", dir, "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
@@ -362,7 +509,7 @@ func startRedis() (string, func(), error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("start redis-server: %w", err)
+		return "", 0, nil, fmt.Errorf("start redis-server: %w", err)
 	}
 	stop := func() {
 		_ = cmd.Process.Kill()
@@ -374,10 +521,10 @@ func startRedis() (string, func(), error) {
 	defer c.Close()
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		if err := c.Ping(context.Background()).Err(); err == nil {
-			return url, stop, nil
+			return url, cmd.Process.Pid, stop, nil
 		} else if time.Now().After(deadline) {
 			stop()
-			return "", nil, errors.Join(errors.New("redis-server did not start"), err)
+			return "", 0, nil, errors.Join(errors.New("redis-server did not start"), err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
