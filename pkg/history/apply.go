@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -11,12 +12,14 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Update batch sizes. FerretDB v1 holds one PostgreSQL connection per
-// matched document until an update command ends (50 by default), so a
-// larger command deadlocks it; updates there go in small commands.
+// How job updates are sent. MongoDB takes them in unordered bulk writes.
+// FerretDB v1 gets one update per command, two at a time: a command whose
+// upsert meets a duplicate key stops there (it ignores ordered: false), and
+// one that updates many documents holds a PostgreSQL connection per
+// document until it ends, which deadlocks its pool beyond 50.
 const (
-	mongoUpdateChunk  = 500
-	ferretUpdateChunk = 16
+	mongoUpdateChunk    = 500
+	ferretUpdateWorkers = 2
 )
 
 // writeStats counts what one write did.
@@ -28,18 +31,17 @@ type writeStats struct {
 
 // write stores a batch: every event (insert-only, duplicates ignored) and,
 // for each job group, its document. A group holding the job's submitted
-// event creates the document with one insert; other groups update it with
-// a guarded update that only applies when the stored version is older, so
-// an older event never overwrites a newer state and a replayed batch
-// changes nothing. Writes are idempotent: after an error the caller
-// retries the whole batch.
+// event creates the document with one insert; other groups (and replays)
+// go through a guarded upsert that only applies when the stored version is
+// older, so an older event never overwrites a newer state and a replayed
+// batch changes nothing. Writes are idempotent: after an error the caller
+// retries the whole batch. Each MongoDB call has its own timeout, so a
+// large batch makes progress across retries.
 //
 // The guard is correct on FerretDB, whose updates are not atomic
 // read-modify-writes, because one writer at a time owns a queue (see
 // owner.go) and a job's events all live in its queue's stream.
 func (s *Store) write(ctx context.Context, events []*streamEvent, groups []*jobGroup) (writeStats, error) {
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
 	// Events and job documents go to different collections: write both at
 	// once (two connections, two server threads).
 	var evStats, jobStats writeStats
@@ -49,6 +51,25 @@ func (s *Store) write(ctx context.Context, events []*streamEvent, groups []*jobG
 	err := g.Wait()
 	jobStats.events, jobStats.duplicateEvents = evStats.events, evStats.duplicateEvents
 	return jobStats, err
+}
+
+func (s *Store) insertEvents(ctx context.Context, events []*streamEvent, st *writeStats) error {
+	if len(events) == 0 {
+		return nil
+	}
+	docs := make([]any, len(events))
+	for i, e := range events {
+		docs[i] = newEventDoc(e)
+	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	_, err := s.events.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+	dups, err := duplicates(err)
+	if err != nil {
+		return fmt.Errorf("history: insert events: %w", err)
+	}
+	st.events, st.duplicateEvents = len(events)-len(dups), len(dups)
+	return nil
 }
 
 // writeJobs creates or updates the document of each job group.
@@ -69,23 +90,6 @@ func (s *Store) writeJobs(ctx context.Context, groups []*jobGroup, st *writeStat
 	return s.updateJobs(ctx, append(updates, dups...), st)
 }
 
-func (s *Store) insertEvents(ctx context.Context, events []*streamEvent, st *writeStats) error {
-	if len(events) == 0 {
-		return nil
-	}
-	docs := make([]any, len(events))
-	for i, e := range events {
-		docs[i] = newEventDoc(e)
-	}
-	_, err := s.events.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
-	dups, err := duplicates(err)
-	if err != nil {
-		return fmt.Errorf("history: insert events: %w", err)
-	}
-	st.events, st.duplicateEvents = len(events)-len(dups), len(dups)
-	return nil
-}
-
 // insertJobs creates the documents of groups that hold their job's first
 // event. It returns the groups whose document already exists (a replay).
 func (s *Store) insertJobs(ctx context.Context, groups []*jobGroup) ([]*jobGroup, error) {
@@ -96,6 +100,8 @@ func (s *Store) insertJobs(ctx context.Context, groups []*jobGroup) ([]*jobGroup
 	for i, g := range groups {
 		docs[i] = g.document()
 	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
 	_, err := s.jobs.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
 	dups, err := duplicates(err)
 	if err != nil {
@@ -108,101 +114,72 @@ func (s *Store) insertJobs(ctx context.Context, groups []*jobGroup) ([]*jobGroup
 	return out, nil
 }
 
-// updateJobs applies groups to existing documents, each only where the
-// stored version is older than the group's. Documents that turn out not to
-// exist (the submitted event was never seen, or retention removed the
-// document) are created from what the group knows.
+// updateJobs applies each group to its job's document where the stored
+// version is older (guardedUpsert).
 func (s *Store) updateJobs(ctx context.Context, groups []*jobGroup, st *writeStats) error {
 	if len(groups) == 0 {
 		return nil
 	}
-	chunk := mongoUpdateChunk
-	if s.FerretDB() {
-		chunk = ferretUpdateChunk
-	}
-	var matched int64
-	for start := 0; start < len(groups); start += chunk {
-		part := groups[start:min(start+chunk, len(groups))]
+	var mu sync.Mutex
+	send := func(ctx context.Context, part []*jobGroup) error {
 		models := make([]mongo.WriteModel, len(part))
 		for i, g := range part {
-			models[i] = guardedUpdate(g)
+			models[i] = guardedUpsert(g)
 		}
+		ctx, cancel := s.opCtx(ctx)
+		defer cancel()
 		res, err := s.jobs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+		stale, err := duplicates(err)
 		if err != nil {
 			return fmt.Errorf("history: update jobs: %w", err)
 		}
-		matched += res.MatchedCount
-	}
-	st.jobsUpdated = int(matched)
-	if int(matched) == len(groups) {
+		mu.Lock()
+		defer mu.Unlock()
+		st.staleUpdates += len(stale)
+		if res != nil {
+			st.jobsUpdated += int(res.MatchedCount)
+			st.jobsInserted += int(res.UpsertedCount)
+		}
 		return nil
 	}
-	// Some guards did not hold: find out which documents are newer (a
-	// replay: nothing to do) and which are missing (create them).
-	return s.createMissing(ctx, groups, st)
+	if !s.FerretDB() {
+		for start := 0; start < len(groups); start += mongoUpdateChunk {
+			if err := send(ctx, groups[start:min(start+mongoUpdateChunk, len(groups))]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(ferretUpdateWorkers)
+	for i := range groups {
+		g.Go(func() error { return send(gctx, groups[i:i+1]) })
+	}
+	return g.Wait()
 }
 
-// guardedUpdate sets g's fields on its job's document where the stored
-// version is older than g's last event.
-func guardedUpdate(g *jobGroup) mongo.WriteModel {
+// guardedUpsert sets g's fields on its job's document where the stored
+// version is older than g's last event. The filter cannot match a document
+// that is as new or newer, so the upsert then tries to insert a second
+// document with that _id and fails with a duplicate key: the group is
+// stale and changes nothing. When the document does not exist (the
+// submitted event was never seen, or retention removed the document) the
+// upsert creates it from what the group knows.
+func guardedUpsert(g *jobGroup) mongo.WriteModel {
 	set, unset := g.fields()
-	update := bson.D{{Key: "$set", Value: set}}
+	update := bson.D{
+		{Key: "$set", Value: set},
+		{Key: "$setOnInsert", Value: bson.D{{Key: fCreatedAt, Value: g.createdAtGuess()}}},
+	}
 	if len(unset) > 0 {
 		update = append(update, bson.E{Key: "$unset", Value: unset})
 	}
 	filter := bson.D{{Key: fID, Value: g.id}, {Key: fVersion, Value: bson.D{{Key: "$lt", Value: string(g.version)}}}}
-	return mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(update)
+	return mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(update).SetUpsert(true)
 }
 
-func (s *Store) createMissing(ctx context.Context, groups []*jobGroup, st *writeStats) error {
-	ids := make([]string, len(groups))
-	for i, g := range groups {
-		ids[i] = g.id
-	}
-	cur, err := s.jobs.Find(ctx, bson.D{{Key: fID, Value: bson.D{{Key: "$in", Value: ids}}}},
-		options.Find().SetProjection(bson.D{{Key: fID, Value: 1}, {Key: fVersion, Value: 1}}))
-	if err != nil {
-		return fmt.Errorf("history: find job versions: %w", err)
-	}
-	var found []struct {
-		ID      string `bson:"_id"`
-		Version string `bson:"version"`
-	}
-	if err := cur.All(ctx, &found); err != nil {
-		return fmt.Errorf("history: find job versions: %w", err)
-	}
-	stored := make(map[string]string, len(found))
-	for _, f := range found {
-		stored[f.ID] = f.Version
-	}
-	var missing []*jobGroup
-	for _, g := range groups {
-		v, ok := stored[g.id]
-		switch {
-		case !ok:
-			missing = append(missing, g)
-		case v >= string(g.version):
-			st.staleUpdates++
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	dups, err := s.insertJobs(ctx, missing)
-	if err != nil {
-		return err
-	}
-	st.jobsInserted += len(missing) - len(dups)
-	for _, g := range dups { // created meanwhile: apply the guarded update once more
-		if _, err := s.jobs.BulkWrite(ctx, []mongo.WriteModel{guardedUpdate(g)}); err != nil {
-			return fmt.Errorf("history: update jobs: %w", err)
-		}
-	}
-	return nil
-}
-
-// duplicates splits the error of an unordered insert into the indexes of
-// the documents that already existed (duplicate _id) and any other error.
+// duplicates splits the error of an unordered write into the indexes of
+// the operations that met a duplicate _id and any other error.
 func duplicates(err error) ([]int, error) {
 	if err == nil {
 		return nil, nil

@@ -133,20 +133,24 @@ func (g *jobGroup) fields() (set, unset bson.D) {
 }
 
 // document returns the whole document of a job this group creates: the
-// group's fields plus created_at (from the job hash when read, else the
-// submitted event, else the group's first event).
+// group's fields plus created_at (createdAtGuess).
 func (g *jobGroup) document() bson.D {
 	set, _ := g.fields()
-	created := g.createdAt
-	if g.hash != nil && !g.hash.createdAt.IsZero() {
-		created = g.hash.createdAt
-	}
-	if created.IsZero() {
-		created = g.firstAt
-	}
 	doc := make(bson.D, 0, len(set)+2)
-	doc = append(doc, bson.E{Key: fID, Value: g.id}, bson.E{Key: fCreatedAt, Value: created})
+	doc = append(doc, bson.E{Key: fID, Value: g.id}, bson.E{Key: fCreatedAt, Value: g.createdAtGuess()})
 	return append(doc, set...)
+}
+
+// createdAtGuess is the job's creation time as far as the group knows: from
+// its Redis hash, else its submitted event, else the group's first event.
+func (g *jobGroup) createdAtGuess() time.Time {
+	switch {
+	case g.hash != nil && !g.hash.createdAt.IsZero():
+		return g.hash.createdAt
+	case !g.createdAt.IsZero():
+		return g.createdAt
+	}
+	return g.firstAt
 }
 
 func has(d bson.D, key string) bool {

@@ -110,10 +110,11 @@ func TestFoldMirrorsTheEngine(t *testing.T) {
 		t.Fatalf("group b: %+v", b)
 	}
 	// b's update applies only over an older stored version.
-	f := guardedUpdate(b).(*mongo.UpdateOneModel).Filter.(bson.D)
+	m := guardedUpsert(b).(*mongo.UpdateOneModel)
+	f := m.Filter.(bson.D)
 	want := bson.D{{Key: fID, Value: "b"}, {Key: fVersion, Value: bson.D{{Key: "$lt", Value: string(b.version)}}}}
-	if !reflect.DeepEqual(f, want) {
-		t.Fatalf("guard %v, want %v", f, want)
+	if !reflect.DeepEqual(f, want) || m.Upsert == nil || !*m.Upsert {
+		t.Fatalf("guard %v (upsert %v), want %v", f, m.Upsert, want)
 	}
 }
 

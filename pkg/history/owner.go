@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sundialhq/sundial/pkg/queue"
 )
 
 var (
@@ -20,12 +19,6 @@ var (
 	ownScript    = redis.NewScript(ownSrc)
 	disownScript = redis.NewScript(disownSrc)
 )
-
-// ownerKey is the key that names the writer owning queue's history.
-func ownerKey(queue string) string { return queueKey(queue, "history:owner") }
-
-// queueKey is a key in queue's cluster slot.
-var queueKey = queue.QueueKey
 
 // ownership is the set of queues whose event streams this writer owns.
 //

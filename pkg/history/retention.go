@@ -72,12 +72,25 @@ func (s *Store) expiredIDs(ctx context.Context, coll *mongo.Collection, filter b
 	return ids, nil
 }
 
-// runJanitor calls Expire every JanitorInterval until ctx ends, when the
-// server lacks TTL indexes. Errors are logged; the next round retries.
-func (s *Store) runJanitor(ctx context.Context) {
+// runJanitor runs Expire every JanitorInterval until ctx ends, where the
+// server lacks TTL indexes. The first round waits one interval, so that
+// restarts do not each rescan the collections, and a round runs only in the
+// writer that takes the round's Redis key, so several writers do not repeat
+// it. Errors are logged; the next round retries.
+func (w *Writer) runJanitor(ctx context.Context) {
+	s := w.store
 	t := time.NewTicker(s.opts.JanitorInterval)
 	defer t.Stop()
 	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ok, err := w.rdb.SetNX(ctx, janitorKey, w.own.id, s.opts.JanitorInterval*9/10).Result()
+		if err != nil || !ok {
+			continue
+		}
 		if n, err := s.Expire(ctx, time.Now()); err != nil {
 			if ctx.Err() != nil {
 				return
@@ -85,11 +98,6 @@ func (s *Store) runJanitor(ctx context.Context) {
 			s.log.Warn("history janitor failed; retrying next round", "err", err, "deleted", n)
 		} else if n > 0 {
 			s.log.Info("history janitor deleted expired documents", "deleted", n, "retention", s.opts.Retention)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
 		}
 	}
 }

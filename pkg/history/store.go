@@ -27,7 +27,9 @@ type StoreOptions struct {
 	// and an event are kept. Default DefaultRetention.
 	Retention time.Duration
 	// JanitorInterval is how often the janitor deletes expired documents
-	// where TTL indexes are missing (FerretDB). Default 10 min.
+	// where TTL indexes are missing (FerretDB): one writer at a time does,
+	// one interval after it started and then every interval. Each round
+	// reads both collections in full on FerretDB. Default 1 h.
 	JanitorInterval time.Duration
 	// OpTimeout bounds each MongoDB call. Default 30 s.
 	OpTimeout time.Duration
@@ -40,7 +42,7 @@ func (o *StoreOptions) fill() {
 		o.Retention = DefaultRetention
 	}
 	if o.JanitorInterval <= 0 {
-		o.JanitorInterval = 10 * time.Minute
+		o.JanitorInterval = time.Hour
 	}
 	if o.OpTimeout <= 0 {
 		o.OpTimeout = 30 * time.Second
@@ -164,12 +166,13 @@ func (s *Store) Setup(ctx context.Context) error {
 	return nil
 }
 
-// indexes serve the queries: search by queue and state or by type, newest
-// first; lookup by idempotency key; a job's events in order.
+// indexes serve the queries: search newest first (all jobs, by queue and
+// state, by type); lookup by idempotency key; a job's events in order.
 var indexes = []struct {
 	coll, name string
 	keys       []string
 }{
+	{JobsCollection, "created_id", []string{fCreatedAt, fID}},
 	{JobsCollection, "queue_state_created", []string{fQueue, fState, fCreatedAt}},
 	{JobsCollection, "type_created", []string{fType, fCreatedAt}},
 	{JobsCollection, "idempotency_key", []string{fIdempotencyKey}},

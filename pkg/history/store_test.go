@@ -283,3 +283,23 @@ func TestSetupAndExpire(t *testing.T) {
 		t.Fatalf("recent job: %+v", j)
 	}
 }
+
+// TestUnknownJobIsCreated writes events of a job whose submitted event was
+// never seen (trimmed from a full stream, or its document expired): the
+// document is created from what the events know.
+func TestUnknownJobIsCreated(t *testing.T) {
+	e := newEnv(t)
+	start := ev("q", "lost", 10, job.EventStarted, job.Active, 1)
+	st := e.write(start)
+	if st.jobsInserted != 1 {
+		t.Fatalf("write: %+v, want one job created", st)
+	}
+	j := e.job("lost")
+	if j.State != job.Active || !j.CreatedAt.Equal(start.At) || j.WorkerID != "w1" {
+		t.Fatalf("created from a started event: %+v", j)
+	}
+	e.write(ev("q", "lost", 20, job.EventSucceeded, job.Succeeded, 1))
+	if j := e.job("lost"); j.State != job.Succeeded || !j.CreatedAt.Equal(start.At) {
+		t.Fatalf("after success: %+v", j)
+	}
+}

@@ -151,7 +151,7 @@ func (w *Writer) Run(ctx context.Context) error {
 			return nil
 		}
 		if w.store.FerretDB() {
-			g.Go(func() error { w.store.runJanitor(gctx); return nil })
+			g.Go(func() error { w.runJanitor(gctx); return nil })
 		}
 		return w.loop(gctx)
 	})
