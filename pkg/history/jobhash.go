@@ -80,6 +80,10 @@ func (h *jobHash) fields() bson.D {
 	return d
 }
 
+// hashFields are the job hash fields the history reads (see decodeJobHash).
+var hashFields = []string{"id", "state", "payload", "result", "priority", "max_attempts", "timeout",
+	"backoff_base", "backoff_max", "run_at", "created_at", "depends_on", "idempotency_key"}
+
 // readJobHashes fills in the hash of each group with one pipelined round
 // trip. Groups whose hash is gone keep hash == nil.
 func readJobHashes(ctx context.Context, rdb redis.UniversalClient, groups []*jobGroup) error {
@@ -87,15 +91,21 @@ func readJobHashes(ctx context.Context, rdb redis.UniversalClient, groups []*job
 		return nil
 	}
 	pipe := rdb.Pipeline()
-	cmds := make([]*redis.MapStringStringCmd, len(groups))
+	cmds := make([]*redis.SliceCmd, len(groups))
 	for i, g := range groups {
-		cmds[i] = pipe.HGetAll(ctx, queue.JobKey(g.queue, g.id))
+		cmds[i] = pipe.HMGet(ctx, queue.JobKey(g.queue, g.id), hashFields...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return err
 	}
 	for i, g := range groups {
-		g.hash = decodeJobHash(cmds[i].Val())
+		h := make(map[string]string, len(hashFields))
+		for j, v := range cmds[i].Val() {
+			if s, ok := v.(string); ok {
+				h[hashFields[j]] = s
+			}
+		}
+		g.hash = decodeJobHash(h)
 	}
 	return nil
 }
