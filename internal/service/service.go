@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sundialhq/sundial/pkg/config"
+	"github.com/sundialhq/sundial/pkg/queue"
 )
 
 // Env is what a binary's run function receives.
@@ -20,6 +21,11 @@ type Env struct {
 	Config *config.Config
 	Log    *slog.Logger
 	Redis  redis.UniversalClient
+}
+
+// EngineOptions returns the Redis engine's options from the configuration.
+func (e *Env) EngineOptions() queue.Options {
+	return queue.Options{LeaseTTL: e.Config.LeaseTTL, LeaseGrace: e.Config.LeaseGrace}
 }
 
 // Main loads the configuration (exiting with status 2 and a clear message

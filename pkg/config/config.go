@@ -37,8 +37,12 @@ type Config struct {
 	LogFormat         string
 	ShutdownTimeout   time.Duration
 	JobRetention      time.Duration
+	LeaseTTL          time.Duration
 	LeaseGrace        time.Duration
 	EventsMaxLen      int64
+	DeadRetention     time.Duration
+	DeadMax           int
+	MetricsAddr       string
 	HeartbeatInterval time.Duration
 	WorkerID          string
 	History           bool
@@ -126,13 +130,25 @@ var Vars = []Var{
 	}},
 	{"SUNDIAL_SHUTDOWN_TIMEOUT", "30s", "how long a stopping process waits for running jobs and requests before giving their leases back", false, durVar(0, 24*time.Hour, func(c *Config, d time.Duration) { c.ShutdownTimeout = d })},
 	{"SUNDIAL_JOB_RETENTION", "24h", "poller: how long succeeded and cancelled jobs stay in Redis (history keeps them in MongoDB)", false, durVar(time.Second, 365*24*time.Hour, func(c *Config, d time.Duration) { c.JobRetention = d })},
-	{"SUNDIAL_LEASE_GRACE", "5s", "added to a job's timeout to form its lease: how late a worker may report before the job is retried", false, durVar(100*time.Millisecond, time.Hour, func(c *Config, d time.Duration) { c.LeaseGrace = d })},
-	{"SUNDIAL_EVENTS_MAXLEN", "1000000", "bound of each queue's event stream: events not yet written to MongoDB beyond it are lost", false, func(c *Config, v string) error {
+	{"SUNDIAL_LEASE_TTL", "15s", "how long a job's lease lasts unrenewed: workers renew it every third of this while the job runs, so a dead worker's jobs come back within it whatever their timeout", false, durVar(time.Second, time.Hour, func(c *Config, d time.Duration) { c.LeaseTTL = d })},
+	{"SUNDIAL_LEASE_GRACE", "5s", "how long past a job's timeout its worker keeps renewing the lease so the handler can still report; after that the job is retried", false, durVar(100*time.Millisecond, time.Hour, func(c *Config, d time.Duration) { c.LeaseGrace = d })},
+	{"SUNDIAL_EVENTS_MAXLEN", "0", "hard cap of each queue's event stream; 0 = none with SUNDIAL_HISTORY=on (an event leaves Redis only once recorded) and 100000 with history off; events a cap drops unrecorded are counted (sundial_events_dropped_total) and logged", false, func(c *Config, v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1000 {
-			return fmt.Errorf("must be a number ≥ 1000")
+		if err != nil || (n != 0 && n < 1000) || n > 1_000_000_000 {
+			return fmt.Errorf("must be 0 or a number between 1000 and 1000000000")
 		}
 		c.EventsMaxLen = n
+		return nil
+	}},
+	{"SUNDIAL_DEAD_RETENTION", "2160h", "poller: how long dead jobs stay in Redis (history keeps them in MongoDB)", false, durVar(time.Minute, 10*365*24*time.Hour, func(c *Config, d time.Duration) { c.DeadRetention = d })},
+	{"SUNDIAL_DEAD_MAX", "10000", "poller: the most dead jobs each queue keeps in Redis, oldest deleted first (0 = no count bound)", false, intVar(0, 100_000, func(c *Config, n int) { c.DeadMax = n })},
+	{"SUNDIAL_METRICS_ADDR", "auto", "worker and poller: host:port of their /metrics, /healthz and /readyz (auto = 127.0.0.1:9092 for a worker, 127.0.0.1:9091 for a poller; off = none; port 0 = any free port); the API serves them on SUNDIAL_HTTP_ADDR", false, func(c *Config, v string) error {
+		if v != "auto" && v != "off" {
+			if _, _, err := net.SplitHostPort(v); err != nil {
+				return fmt.Errorf("must be auto, off or host:port")
+			}
+		}
+		c.MetricsAddr = v
 		return nil
 	}},
 	{"SUNDIAL_HEARTBEAT_INTERVAL", "5s", "worker registry heartbeat; a worker missing 3 beats is dropped from the list", false, durVar(100*time.Millisecond, time.Minute, func(c *Config, d time.Duration) { c.HeartbeatInterval = d })},

@@ -34,12 +34,21 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // Options tune a Client. The zero value is usable: New fills in defaults.
 type Options struct {
-	// EventsMaxLen bounds each queue's event stream (approximately). Events
-	// the history writer has not stored yet are lost beyond it. Default 1,000,000.
-	EventsMaxLen int64
-	// LeaseGrace is added to a job's timeout to form its lease, so a
-	// handler that honours its deadline can still report. Default 5 s.
+	// LeaseTTL is how long a claim's lease lasts without renewal: the
+	// holder renews it every LeaseTTL/3 while the job runs (Extend), so a
+	// job whose worker died comes back after at most this long, whatever
+	// the job's timeout. Default 15 s.
+	LeaseTTL time.Duration
+	// LeaseGrace is how long past a job's timeout its worker keeps the
+	// lease, so a handler that honours its deadline can still report; a
+	// handler still running after that loses the lease and the job is
+	// retried. Default 5 s.
 	LeaseGrace time.Duration
+	// LeaseClock replaces Redis' own TIME as the clock of lease expiry.
+	// Tests only: in production every lease is judged by the one Redis
+	// clock, so hosts whose clocks disagree cannot expire each other's
+	// leases. Default nil (Redis' TIME).
+	LeaseClock func() time.Time
 	// IdempotencyWindow is how long an idempotency key names its job. Default 24 h.
 	IdempotencyWindow time.Duration
 	// Now is the clock; tests may replace it. Default time.Now.
@@ -47,8 +56,8 @@ type Options struct {
 }
 
 func (o *Options) fill() {
-	if o.EventsMaxLen <= 0 {
-		o.EventsMaxLen = 1_000_000
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = 15 * time.Second
 	}
 	if o.LeaseGrace <= 0 {
 		o.LeaseGrace = 5 * time.Second
@@ -93,6 +102,9 @@ func New(rdb redis.UniversalClient, opts Options) *Client {
 
 // Redis returns the underlying Redis client.
 func (c *Client) Redis() redis.UniversalClient { return c.rdb }
+
+// Options returns the options in effect, defaults filled in.
+func (c *Client) Options() Options { return c.opts }
 
 // Now returns the engine's clock reading.
 func (c *Client) Now() time.Time { return c.opts.Now() }
@@ -141,7 +153,11 @@ func (c *Client) register(ctx context.Context, queue string) error {
 // run calls script s over queue's keys with the standard ARGV prefix.
 func (c *Client) run(ctx context.Context, s *redis.Script, k *queueKeys, now time.Time, args ...any) *redis.Cmd {
 	argv := make([]any, 0, 5+len(args))
-	argv = append(argv, k.jobPrefix, k.tag, now.UnixMilli(), c.opts.EventsMaxLen, k.name)
+	leaseClock := ""
+	if c.opts.LeaseClock != nil {
+		leaseClock = itoa(c.opts.LeaseClock().UnixMilli())
+	}
+	argv = append(argv, k.jobPrefix, k.tag, now.UnixMilli(), leaseClock, k.name)
 	argv = append(argv, args...)
 	return s.Run(ctx, c.rdb, k.all, argv...)
 }

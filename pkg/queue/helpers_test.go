@@ -28,7 +28,7 @@ func newEnv(t *testing.T) *env {
 	t.Parallel()
 	srv := queuetest.Start(t)
 	clk := &clock{t: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
-	q := queue.New(srv.Client(), queue.Options{Now: clk.Now, LeaseGrace: time.Second})
+	q := queue.New(srv.Client(), queue.Options{Now: clk.Now, LeaseClock: clk.Now, LeaseTTL: 11 * time.Second, LeaseGrace: time.Second})
 	return &env{srv: srv, q: q, clock: clk, ctx: context.Background()}
 }
 

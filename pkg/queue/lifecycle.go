@@ -22,7 +22,7 @@ type Lease struct {
 func (c *Client) Claim(ctx context.Context, queue string, n int, workerID string) ([]Lease, error) {
 	k := c.keysFor(queue)
 	now := c.opts.Now()
-	res, err := c.run(ctx, c.scripts.claim, k, now, n, workerID, c.opts.LeaseGrace.Milliseconds()).StringSlice()
+	res, err := c.run(ctx, c.scripts.claim, k, now, n, workerID, c.opts.LeaseTTL.Milliseconds()).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -104,6 +104,30 @@ func (c *Client) Complete(ctx context.Context, queue string, outcomes []Outcome)
 	out := make([]Status, len(res))
 	for i, s := range res {
 		out[i] = Status(s)
+	}
+	return out, nil
+}
+
+// Extend renews leases of queue's jobs held by their caller for another
+// LeaseTTL, in one script call, and returns for each whether it is still
+// held (false: the lease was lost — reclaimed, cancelled or finished — and
+// the caller must stop the job).
+func (c *Client) Extend(ctx context.Context, queue string, leases []Lease) ([]bool, error) {
+	if len(leases) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, 2+2*len(leases))
+	args = append(args, c.opts.LeaseTTL.Milliseconds(), len(leases))
+	for _, l := range leases {
+		args = append(args, l.Job.ID, l.Token)
+	}
+	res, err := c.run(ctx, c.scripts.extend, c.keysFor(queue), c.opts.Now(), args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("extend: %w", err)
+	}
+	out := make([]bool, len(res))
+	for i, s := range res {
+		out[i] = s == "ok"
 	}
 	return out, nil
 }
@@ -276,9 +300,40 @@ func (c *Client) overDead(ctx context.Context, queue string, ids []string, fn fu
 }
 
 // Prune deletes the hashes of up to limit jobs of queue that reached
-// succeeded or cancelled before cutoff. Dead jobs stay until purged.
+// succeeded or cancelled at or before cutoff (PruneJobs with no floor).
 func (c *Client) Prune(ctx context.Context, queue string, cutoff time.Time, limit int) (int, error) {
-	n, err := c.run(ctx, c.scripts.prune, c.keysFor(queue), c.opts.Now(), cutoff.UnixMilli(), limit).Int()
+	return c.PruneJobs(ctx, queue, PruneOptions{Cutoff: cutoff, Limit: limit})
+}
+
+// PruneOptions says which ended jobs PruneJobs deletes.
+type PruneOptions struct {
+	// Dead selects the dead set; otherwise succeeded and cancelled jobs.
+	Dead bool
+	// Cutoff: jobs that ended at or before it are deleted.
+	Cutoff time.Time
+	// Keep bounds how many jobs the set keeps (0 = no bound): the oldest
+	// beyond it are deleted whatever their age.
+	Keep int
+	// Floor, when set, protects every job that ended at or after it, age
+	// and Keep notwithstanding: the poller passes the time before which
+	// every event is recorded in the history, so a job hash is never
+	// deleted while its last events still wait to be written.
+	Floor time.Time
+	// Limit bounds the jobs deleted by one call.
+	Limit int
+}
+
+// PruneJobs deletes up to o.Limit ended jobs of queue (see PruneOptions)
+// and returns how many it deleted.
+func (c *Client) PruneJobs(ctx context.Context, queue string, o PruneOptions) (int, error) {
+	set, floor := "finished", ""
+	if o.Dead {
+		set = "dead"
+	}
+	if !o.Floor.IsZero() {
+		floor = itoa(o.Floor.UnixMilli())
+	}
+	n, err := c.run(ctx, c.scripts.prune, c.keysFor(queue), c.opts.Now(), o.Cutoff.UnixMilli(), max(o.Limit, 1), set, o.Keep, floor).Int()
 	if err != nil {
 		return 0, fmt.Errorf("prune: %w", err)
 	}

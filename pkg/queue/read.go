@@ -166,7 +166,7 @@ func (c *Client) Stats(ctx context.Context, queues ...string) ([]QueueStats, err
 			waiting: pipe.ZCard(ctx, k.key(kWaiting)),
 			dead:    pipe.ZCard(ctx, k.key(kDead)),
 			paused:  pipe.Exists(ctx, k.key(kPaused)),
-			totals:  pipe.HMGet(ctx, k.key(kStats), "submitted_total", "succeeded_total", "failed_total"),
+			totals:  pipe.HMGet(ctx, k.key(kStats), "submitted_total", "succeeded_total", "failed_total", "tomb_high", "tomb_normal", "tomb_low"),
 		}
 		for s := int64(1); s <= rateWindow; s++ {
 			cm.rate = append(cm.rate, pipe.Get(ctx, k.tput(nowSec-s)))
@@ -194,9 +194,10 @@ func (c *Client) Stats(ctx context.Context, queues ...string) ([]QueueStats, err
 			processed += n
 		}
 		out[i] = QueueStats{
-			Name:               q,
-			Paused:             cm.paused.Val() == 1,
-			Queued:             map[string]int64{"high": cm.high.Val(), "normal": cm.normal.Val(), "low": cm.low.Val()},
+			Name:   q,
+			Paused: cm.paused.Val() == 1,
+			// Cancelled ids wait in the lists as tombstones until a claim drops them.
+			Queued:             map[string]int64{"high": max(cm.high.Val()-num(3), 0), "normal": max(cm.normal.Val()-num(4), 0), "low": max(cm.low.Val()-num(5), 0)},
 			Scheduled:          cm.sched.Val(),
 			Active:             cm.active.Val(),
 			Waiting:            cm.waiting.Val(),

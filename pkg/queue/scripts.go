@@ -12,7 +12,7 @@ var luaFS embed.FS
 
 // scripts holds every transition script, each prefixed with lua/lib.lua.
 type scripts struct {
-	submit, claim, complete, reclaim, release, promote, cancel, retry, purge, prune, resume *redis.Script
+	submit, claim, extend, complete, reclaim, release, promote, cancel, retry, purge, prune, resume *redis.Script
 }
 
 func loadScripts() *scripts {
@@ -23,6 +23,7 @@ func loadScripts() *scripts {
 	return &scripts{
 		submit:   mk("submit.lua"),
 		claim:    mk("claim.lua"),
+		extend:   mk("extend.lua"),
 		complete: mk("complete.lua"),
 		reclaim:  mk("reclaim.lua"),
 		release:  mk("release.lua"),
@@ -36,7 +37,7 @@ func loadScripts() *scripts {
 }
 
 func (s *scripts) all() []*redis.Script {
-	return []*redis.Script{s.submit, s.claim, s.complete, s.reclaim, s.release, s.promote, s.cancel, s.retry, s.purge, s.prune, s.resume}
+	return []*redis.Script{s.submit, s.claim, s.extend, s.complete, s.reclaim, s.release, s.promote, s.cancel, s.retry, s.purge, s.prune, s.resume}
 }
 
 func mustRead(name string) string {

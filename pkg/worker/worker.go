@@ -35,7 +35,9 @@ type Config struct {
 	// ID names the worker in the registry and in job records. Default host-pid.
 	ID string
 	// ShutdownTimeout is how long Run waits for running jobs after its
-	// context ends before it gives their leases back. Default 30 s.
+	// context ends. At that deadline it writes the outcomes it already has
+	// (for at most OutcomeFlushTimeout more), gives back the leases of jobs
+	// still running, and returns whatever their handlers do. Default 30 s.
 	ShutdownTimeout time.Duration
 	// HeartbeatInterval is how often the worker renews its registry entry.
 	// Default 5 s.
@@ -101,9 +103,19 @@ type Worker struct {
 }
 
 type running struct {
-	lease  queue.Lease
-	cancel context.CancelCauseFunc
+	queue      string
+	lease      queue.Lease
+	cancel     context.CancelCauseFunc
+	renewUntil time.Time // the job's timeout plus the lease grace
+	// Guarded by Worker.mu: returned is set when the handler returned (its
+	// outcome is the completer's to write); givenBack when shutdown gave the
+	// lease back (the handler's outcome, if any, is dropped).
+	returned, givenBack bool
 }
+
+// OutcomeFlushTimeout bounds how long a stopping worker keeps trying to
+// write outcomes it already has, past its ShutdownTimeout.
+const OutcomeFlushTimeout = 5 * time.Second
 
 type result struct {
 	queue   string
@@ -115,6 +127,9 @@ var errCancelled = errors.New("job cancelled")
 
 // errShutdown is the cause set when the worker gives the job back.
 var errShutdown = errors.New("worker shutting down")
+
+// errLeaseLost is the cause set when a renewal finds the lease gone.
+var errLeaseLost = errors.New("lease lost")
 
 // New returns a Worker over rdb.
 func New(rdb redis.UniversalClient, cfg Config) *Worker {
@@ -164,8 +179,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stopJobs(errShutdown)
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var bgWG sync.WaitGroup
-	bgWG.Add(3)
+	bgWG.Add(4)
 	go func() { defer bgWG.Done(); w.complete(bg) }()
+	go func() { defer bgWG.Done(); w.renew(bg) }()
 	go func() { defer bgWG.Done(); w.heartbeat(bg) }()
 	go func() { defer bgWG.Done(); w.watchCancels(bg) }()
 
@@ -173,29 +189,34 @@ func (w *Worker) Run(ctx context.Context) error {
 	var jobsWG sync.WaitGroup
 	w.dispatch(ctx, jobsCtx, &jobsWG)
 
-	// Shutdown.
+	// Shutdown: wait for running jobs until the deadline.
 	w.log.Info("worker stopping", "running", w.activeCount(), "timeout", w.cfg.ShutdownTimeout)
 	done := make(chan struct{})
 	go func() { jobsWG.Wait(); close(done) }()
+	deadline := time.NewTimer(w.cfg.ShutdownTimeout)
+	defer deadline.Stop()
+	var giveBack map[string][]queue.Lease
 	select {
 	case <-done:
-	case <-time.After(w.cfg.ShutdownTimeout):
-		w.releaseAll(bg)
+	case <-deadline.C:
+		// From here on a handler that returns reports nothing: its lease
+		// goes back (after the known outcomes are written, below).
+		giveBack = w.markGivenBack()
 		stopJobs(errShutdown)
-		<-done
 	}
-	// Every outcome has been handed to the completer; wait until it wrote
-	// them, or give up after another ShutdownTimeout (Redis unreachable):
-	// those leases expire and the poller retries the jobs.
+	// Write the outcomes already known before any lease is given back, for
+	// at most OutcomeFlushTimeout (Redis unreachable: those leases expire
+	// and the poller retries the jobs).
 	written := make(chan struct{})
 	go func() { w.pending.Wait(); close(written) }()
 	select {
 	case <-written:
-	case <-time.After(w.cfg.ShutdownTimeout):
-		w.log.Error("could not report every outcome before the deadline; their leases will expire")
+	case <-time.After(OutcomeFlushTimeout):
+		w.log.Error("could not report every outcome in time; their leases will expire")
 	}
 	stopBG()
 	bgWG.Wait()
+	w.release(context.WithoutCancel(ctx), giveBack)
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	if err := w.q.Unregister(uctx, w.cfg.ID); err != nil {
@@ -296,20 +317,32 @@ func (w *Worker) order() []string {
 
 func (w *Worker) start(jobsCtx context.Context, queueName string, l queue.Lease, wg *sync.WaitGroup) {
 	ctx, cancel := context.WithCancelCause(jobsCtx)
+	r := &running{queue: queueName, lease: l, cancel: cancel,
+		renewUntil: time.Now().Add(l.Job.Timeout() + w.q.Options().LeaseGrace)}
 	w.mu.Lock()
-	w.active[l.Job.ID] = &running{lease: l, cancel: cancel}
+	w.active[l.Job.ID] = r
 	w.mu.Unlock()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		o, report := w.execute(ctx, l)
 		cancel(nil)
+		w.mu.Lock()
+		r.returned = true
+		if r.givenBack {
+			report = false
+		}
+		if report {
+			// Counted under the lock, so that once shutdown marked the
+			// running jobs given back no outcome is added while it waits.
+			w.pending.Add(1)
+		}
+		w.mu.Unlock()
 		if report {
 			// The slot frees as soon as the handler returns, so the next
 			// claim overlaps with writing this outcome. The outcomes
 			// channel is bounded: a slow Redis blocks here, which stops
 			// claims too.
-			w.pending.Add(1)
 			w.outcomes <- result{queue: queueName, outcome: o}
 		} else {
 			w.finish(l.Job.ID)
@@ -334,7 +367,7 @@ func (w *Worker) execute(ctx context.Context, l queue.Lease) (o queue.Outcome, r
 	tctx, cancel := context.WithTimeout(ctx, j.Timeout())
 	defer cancel()
 	res, err := w.call(tctx, h, j)
-	if cause := context.Cause(ctx); cause == errCancelled || cause == errShutdown {
+	if cause := context.Cause(ctx); cause == errCancelled || cause == errShutdown || cause == errLeaseLost {
 		return o, false
 	}
 	if err == nil {
@@ -461,14 +494,26 @@ func (w *Worker) activeCount() int {
 	return len(w.active)
 }
 
-// releaseAll gives back the leases of every running job.
-func (w *Worker) releaseAll(ctx context.Context) {
+// markGivenBack marks every job whose handler is still running as given
+// back and returns their leases by queue. Jobs whose handler returned keep
+// their lease: their outcome is written instead.
+func (w *Worker) markGivenBack() map[string][]queue.Lease {
 	byQueue := map[string][]queue.Lease{}
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	for _, r := range w.active {
-		byQueue[r.lease.Job.Queue] = append(byQueue[r.lease.Job.Queue], r.lease)
+		if !r.returned {
+			r.givenBack = true
+			byQueue[r.queue] = append(byQueue[r.queue], r.lease)
+		}
 	}
-	w.mu.Unlock()
+	return byQueue
+}
+
+// release gives leases back so that their jobs are requeued at once.
+func (w *Worker) release(ctx context.Context, byQueue map[string][]queue.Lease) {
+	ctx, cancel := context.WithTimeout(ctx, OutcomeFlushTimeout)
+	defer cancel()
 	for name, leases := range byQueue {
 		n, err := w.q.Release(ctx, name, leases)
 		if err != nil {
@@ -476,6 +521,51 @@ func (w *Worker) releaseAll(ctx context.Context) {
 			continue
 		}
 		w.log.Info("gave leases back", "queue", name, "jobs", n)
+	}
+}
+
+// renew extends the leases of running jobs every third of the lease TTL,
+// one script call per queue for all of them. A job past its timeout plus
+// the lease grace is no longer renewed: if its handler ignores its
+// deadline, the lease runs out and the poller retries the job. A lease
+// found lost stops its handler.
+func (w *Worker) renew(ctx context.Context) {
+	t := time.NewTicker(w.q.Options().LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		byQueue := map[string][]*running{}
+		w.mu.Lock()
+		for _, r := range w.active {
+			if !r.returned && !r.givenBack && now.Before(r.renewUntil) {
+				byQueue[r.queue] = append(byQueue[r.queue], r)
+			}
+		}
+		w.mu.Unlock()
+		for name, rs := range byQueue {
+			leases := make([]queue.Lease, len(rs))
+			for i, r := range rs {
+				leases[i] = r.lease
+			}
+			held, err := w.q.Extend(ctx, name, leases)
+			if err != nil {
+				if ctx.Err() == nil {
+					w.log.Warn("renewing leases failed; retrying at the next beat", "queue", name, "jobs", len(rs), "err", err)
+				}
+				continue
+			}
+			for i, ok := range held {
+				if !ok {
+					w.log.Warn("lease lost; stopping the job", "job_id", rs[i].lease.Job.ID, "queue", name)
+					rs[i].cancel(errLeaseLost)
+				}
+			}
+		}
 	}
 }
 

@@ -34,7 +34,7 @@ func main() {
 			shutdown = -1 // no wait; httpapi's zero value means its default
 		}
 		api, err := httpapi.New(httpapi.Config{
-			Queue:             queue.New(env.Redis, queue.Options{LeaseGrace: c.LeaseGrace, EventsMaxLen: c.EventsMaxLen}),
+			Queue:             queue.New(env.Redis, env.EngineOptions()),
 			History:           hist,
 			APIKeys:           c.APIKeys,
 			RateLimit:         c.RateLimit,

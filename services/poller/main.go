@@ -19,7 +19,7 @@ import (
 func main() {
 	service.Main("poller", func(ctx context.Context, env *service.Env) error {
 		c := env.Config
-		opts := queue.Options{LeaseGrace: c.LeaseGrace, EventsMaxLen: c.EventsMaxLen}
+		opts := env.EngineOptions()
 		q := queue.New(env.Redis, opts)
 		g, ctx := errgroup.WithContext(ctx)
 		g.Go(func() error {

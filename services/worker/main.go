@@ -6,7 +6,6 @@ import (
 	"context"
 
 	"github.com/sundialhq/sundial/internal/service"
-	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/worker"
 	"github.com/sundialhq/sundial/pkg/worker/builtin"
 )
@@ -24,7 +23,7 @@ func main() {
 			ID:                c.WorkerID,
 			ShutdownTimeout:   c.ShutdownTimeout,
 			HeartbeatInterval: c.HeartbeatInterval,
-			Engine:            queue.Options{LeaseGrace: c.LeaseGrace, EventsMaxLen: c.EventsMaxLen},
+			Engine:            env.EngineOptions(),
 			Logger:            env.Log,
 		})
 		builtin.Register(w)

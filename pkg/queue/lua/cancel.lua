@@ -1,6 +1,7 @@
 -- cancel.lua: cancel one job.
 -- ARGV[6] id
--- waiting, scheduled or queued: removed from its place; active: its lease
+-- waiting, scheduled or queued: removed from its place (a queued id stays in
+-- its list as a tombstone, see claim.lua); active: its lease
 -- and lock are dropped and workers are told (pub/sub) to cancel the running
 -- handler, whose late outcome is then refused as stale. Dependents are
 -- cancelled too. Returns {'ok', previous state}, {'conflict', state} for a
@@ -17,7 +18,10 @@ if state == 'waiting' then
 elseif state == 'scheduled' then
   redis.call('ZREM', K_SCHED, id)
 elseif state == 'queued' then
-  redis.call('LREM', list_for(f[4]), 0, id)
+  -- O(1): the id stays in its list as a tombstone that claim drops (an
+  -- LREM would scan the whole list).
+  redis.call('HSET', K_TOMB, id, f[4])
+  redis.call('HINCRBY', K_STATS, 'tomb_' .. f[4], 1)
 elseif state == 'active' then
   redis.call('ZREM', K_LEASES, id)
   redis.call('DEL', QK .. 'lock:' .. id)

@@ -36,10 +36,11 @@ for i = 1, n do
   end
 end
 if succeeded > 0 then
-  redis.call('ZREM', K_LEASES, unpack(done_ids))
-  redis.call('DEL', unpack(locks))
-  redis.call('ZADD', K_FIN, unpack(fin))
+  call_chunked('ZREM', K_LEASES, done_ids)
+  call_chunked('DEL', nil, locks)
+  call_chunked('ZADD', K_FIN, fin)
   redis.call('HINCRBY', K_STATS, 'succeeded_total', succeeded)
+  count_minute('s', succeeded)
 end
 count_processed(processed)
 return out

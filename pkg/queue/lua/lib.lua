@@ -9,21 +9,55 @@
 --   KEYS[13] fence (fencing-token counter)
 -- and the same first five ARGV:
 --   ARGV[1] job hash prefix "sundial:job:{q}:"   ARGV[2] queue key prefix "sundial:{q}:"
---   ARGV[3] now, unix ms (the caller's clock)    ARGV[4] event stream MAXLEN (approximate)
+--   ARGV[3] now, unix ms (the caller's clock: job timestamps, due times)
+--   ARGV[4] lease clock override, unix ms ('' = Redis' own TIME: lease expiry
+--           never depends on the clocks of different hosts agreeing)
 --   ARGV[5] queue name
 -- Script-specific arguments start at ARGV[6].
 local K_HIGH, K_NORMAL, K_LOW = KEYS[1], KEYS[2], KEYS[3]
 local K_SCHED, K_WAIT, K_LEASES, K_DEAD, K_FIN = KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_EVENTS, K_STATS, K_PAUSED, K_SIGNAL, K_FENCE = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
-local JOB, QK, NOW_S, MAXLEN, QUEUE = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local JOB, QK, NOW_S, LEASE_CLOCK, QUEUE = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local NOW = tonumber(NOW_S)
 local WAKE_CHANNEL = 'sundial:poller:wake'
 local CANCEL_CHANNEL = 'sundial:cancel'
 local SIGNAL_CAP = 64
+-- CHUNK bounds the values one redis.call receives from unpack: Lua's C
+-- stack holds about 8000, and a batch may be larger (SUNDIAL_CONCURRENCY
+-- allows 10000). Even, so that score/member pairs stay together.
+local CHUNK = 1000
+local K_TOMB = QK .. 'tomb' -- hash: id → priority of cancelled ids still in a priority list
 
 -- ms formats a number of milliseconds as an integer string (tostring would
 -- give "1.7e+12").
 local function ms(x) return string.format('%.0f', x) end
+
+-- lease_now is the clock of leases: Redis' own TIME (or the override in ARGV[4]).
+local function lease_now()
+  if LEASE_CLOCK ~= '' then return tonumber(LEASE_CLOCK) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- call_chunked runs redis.call(cmd, [key,] values...) over list in chunks of
+-- at most CHUNK values; key may be nil (e.g. DEL of many keys).
+local function call_chunked(cmd, key, list)
+  local n = #list
+  local i = 1
+  while i <= n do
+    local j = math.min(i + CHUNK - 1, n)
+    if key then redis.call(cmd, key, unpack(list, i, j)) else redis.call(cmd, unpack(list, i, j)) end
+    i = j + 1
+  end
+end
+
+-- count_minute adds n to this minute's counter `what` ('s' succeeded, 'f'
+-- failed attempts, 'd' dead) in the queue's per-minute hash (read by
+-- Client.Throughput, trimmed by the poller).
+local function count_minute(what, n)
+  if n <= 0 then return end
+  redis.call('HINCRBY', QK .. 'minutes', string.format('%d:%s', math.floor(NOW / 60000), what), n)
+end
 
 local function list_for(prio)
   if prio == 'high' then return K_HIGH elseif prio == 'low' then return K_LOW end
@@ -32,7 +66,9 @@ end
 
 -- emit appends one event to the queue's stream.
 local function emit(id, jtype, event, state, attempt, worker, err)
-  redis.call('XADD', K_EVENTS, 'MAXLEN', '~', MAXLEN, '*',
+  -- No MAXLEN here: an event is removed only once every history writer
+  -- recorded it, or by the operator's explicit cap (see the poller).
+  redis.call('XADD', K_EVENTS, '*',
     'job_id', id, 'queue', QUEUE, 'type', jtype, 'event', event, 'state', state,
     'attempt', attempt, 'worker_id', worker or '', 'error', err or '', 'at', NOW_S)
 end
@@ -160,7 +196,9 @@ local function retry_or_bury(id, f, err, retry, r, event, worker)
   redis.call('ZREM', K_LEASES, id)
   redis.call('DEL', QK .. 'lock:' .. id)
   redis.call('HINCRBY', K_STATS, 'failed_total', 1)
+  count_minute('f', 1)
   if (not retry) or attempt >= tonumber(f[3]) then
+    count_minute('d', 1)
     finish(id, 'dead', {'last_error', err, 'token', ''})
     if event == 'lease_expired' then emit(id, f[1], 'lease_expired', 'dead', attempt, worker, err) end
     emit(id, f[1], 'dead', 'dead', attempt, worker, err)

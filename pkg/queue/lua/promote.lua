@@ -11,7 +11,7 @@ if #ids > 0 then
       emit(id, f[1], 'queued', 'queued', f[3], '', '')
     end
   end
-  redis.call('ZREM', K_SCHED, unpack(ids))
+  call_chunked('ZREM', K_SCHED, ids)
   signal(#ids)
 end
 local nxt = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')

@@ -1,9 +1,32 @@
--- prune.lua: delete the hashes of jobs finished before a cutoff.
--- ARGV[6] cutoff ms   ARGV[7] limit
--- Returns the number deleted.
-local ids = redis.call('ZRANGEBYSCORE', K_FIN, '-inf', ARGV[6], 'LIMIT', 0, tonumber(ARGV[7]))
-for _, id in ipairs(ids) do
-  redis.call('DEL', JOB .. id, QK .. 'dependents:' .. id)
+-- prune.lua: delete the hashes of jobs that ended long enough ago.
+-- ARGV[6] cutoff ms   ARGV[7] limit   ARGV[8] 'finished' or 'dead'
+-- ARGV[9] keep: the most entries the set may hold (0 = no count bound)
+-- ARGV[10] floor ms: never delete a job that ended at or after it (its
+--          events may still wait for the history writer); '' = no floor
+-- Deletes up to limit of the oldest jobs of the set (succeeded and
+-- cancelled, or dead) that ended before the cutoff, or that are beyond the
+-- count bound. Returns the number deleted.
+local set = K_FIN
+if ARGV[8] == 'dead' then set = K_DEAD end
+local limit = tonumber(ARGV[7])
+local keep = tonumber(ARGV[9])
+local cutoff = tonumber(ARGV[6])
+if ARGV[10] ~= '' and tonumber(ARGV[10]) - 1 < cutoff then cutoff = tonumber(ARGV[10]) - 1 end
+local ids = redis.call('ZRANGEBYSCORE', set, '-inf', ms(cutoff), 'LIMIT', 0, limit)
+if keep > 0 and #ids < limit then
+  local over = redis.call('ZCARD', set) - #ids - keep
+  if over > 0 then
+    local more = redis.call('ZRANGE', set, #ids, #ids + math.min(over, limit - #ids) - 1, 'WITHSCORES')
+    for i = 1, #more, 2 do
+      if ARGV[10] == '' or tonumber(more[i + 1]) < tonumber(ARGV[10]) then ids[#ids + 1] = more[i] end
+    end
+  end
 end
-if #ids > 0 then redis.call('ZREM', K_FIN, unpack(ids)) end
+local keys = {}
+for _, id in ipairs(ids) do
+  keys[#keys + 1] = JOB .. id
+  keys[#keys + 1] = QK .. 'dependents:' .. id
+end
+call_chunked('DEL', nil, keys)
+call_chunked('ZREM', set, ids)
 return #ids

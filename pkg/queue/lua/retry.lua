@@ -19,7 +19,13 @@ for i = 1, n do
     redis.call('ZREM', K_FIN, id)
     redis.call('HSET', jk, 'state', 'queued', 'attempt', '0', 'token', '', 'run_at', NOW_S)
     redis.call('HDEL', jk, 'finished_at', 'started_at', 'worker_id', 'result')
-    redis.call('LPUSH', list_for(f[3]), id)
+    if redis.call('HDEL', K_TOMB, id) == 1 then
+      -- Cancelled while queued: its id is still in its list, which now
+      -- serves it again.
+      redis.call('HINCRBY', K_STATS, 'tomb_' .. f[3], -1)
+    else
+      redis.call('LPUSH', list_for(f[3]), id)
+    end
     emit(id, f[1], 'retried', 'queued', 0, '', '')
     count = count + 1
   end

@@ -100,7 +100,7 @@ for i = 1, n do
     end
     if state == 'waiting' then
       redis.call('ZADD', K_WAIT, j.created, j.id)
-      redis.call('SADD', QK .. 'deps:' .. j.id, unpack(j.pending))
+      call_chunked('SADD', QK .. 'deps:' .. j.id, j.pending)
       for _, d in ipairs(j.pending) do
         redis.call('SADD', QK .. 'dependents:' .. d, j.id)
         -- Batch jobs are written in order, so d's hash exists by now.
@@ -123,7 +123,7 @@ for i = 1, n do
   end
 end
 for _, l in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
-  if push[l] then redis.call('LPUSH', l, unpack(push[l])) end
+  if push[l] then call_chunked('LPUSH', l, push[l]) end
 end
 if guard_key ~= '' then
   if guard_next == '' then redis.call('ZREM', guard_key, guard_member)
