@@ -186,8 +186,9 @@ func (s *Server) routes() []route {
 			Status: http.StatusOK, ContentType: "text/plain",
 		}},
 		{http.MethodGet, "/", s.index, operation{
-			ID: "dashboard", Tag: "operations", Summary: "Live view (HTML)", Public: true,
-			Status: http.StatusOK, ContentType: "text/html",
+			ID: "dashboard", Tag: "operations", Summary: "The dashboard (HTML)", Public: true,
+			Description: "The single-page app of web/, embedded in the binary. Its files and client routes (/jobs, /schedules…) are served without a key; index.html is revalidated on every load, hashed assets are cached for a year, and text files are sent brotli- or gzip-compressed when the browser accepts it.",
+			Status:      http.StatusOK, ContentType: "text/html",
 		}},
 	}, s.scheduleRoutes())
 }
@@ -209,8 +210,6 @@ func (s *Server) newEngine() (*gin.Engine, error) {
 	for _, r := range s.routes() {
 		e.Handle(r.Method, r.Path, r.Handler)
 	}
-	e.NoRoute(func(c *gin.Context) {
-		fail(c, &apiError{Status: http.StatusNotFound, Code: codeNotFound, Message: "no such route: " + c.Request.Method + " " + c.Request.URL.Path})
-	})
+	e.NoRoute(s.notFound)
 	return e, nil
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/sundialhq/sundial/pkg/history"
 	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/web"
 )
 
 // Defaults of Config.
@@ -63,6 +65,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Stream tunes the websocket stream.
 	Stream StreamOptions
+	// Dashboard is the built web app served at / (index.html, assets/).
+	// Nil means the one embedded in package web, which is itself empty
+	// when web/ was not built: / then says how to build it.
+	Dashboard fs.FS
 }
 
 // StreamOptions tune GET /v1/stream. Zero fields take their defaults.
@@ -119,6 +125,9 @@ func (c *Config) fill() error {
 		c.Logger = slog.Default()
 	}
 	c.Stream.fill()
+	if c.Dashboard == nil {
+		c.Dashboard = web.Dist()
+	}
 	return nil
 }
 
@@ -132,6 +141,7 @@ type Server struct {
 	limit   *rateLimiter // nil when rate limiting is off
 	metrics *metrics
 	hub     *hub
+	dash    *dashboard
 	started sync.Once
 }
 
@@ -143,6 +153,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, q: cfg.Queue, log: cfg.Logger, auth: newAuthenticator(cfg.APIKeys)}
 	s.metrics = newMetrics()
+	s.dash = newDashboard(cfg.Dashboard)
 	lim, err := newRateLimiter(cfg.Queue.Redis(), cfg.RateLimit, s.log)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,144 @@
+// A small fetch wrapper: the API key from session storage, the API's error
+// shape turned into ApiError with a message a person can read.
+
+import type {
+  HistoryBacklog, Job, JobEvent, JobPage, QueueStats, Readiness, Schedule, Throughput, Worker,
+} from "./types";
+
+const keyStorage = "sundial.apiKey";
+
+export function getApiKey(): string {
+  try {
+    return sessionStorage.getItem(keyStorage) ?? "";
+  } catch {
+    return "";
+  }
+}
+
+export function setApiKey(key: string) {
+  if (key) sessionStorage.setItem(keyStorage, key);
+  else sessionStorage.removeItem(keyStorage);
+  keyListeners.forEach((l) => l());
+}
+
+const keyListeners = new Set<() => void>();
+export function onApiKeyChange(l: () => void): () => void {
+  keyListeners.add(l);
+  return () => keyListeners.delete(l);
+}
+
+/** ApiError is an answer in the API's error shape, or a network failure (status 0). */
+export class ApiError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly field?: string;
+  constructor(status: number, code: string, message: string, field?: string) {
+    super(message);
+    this.name = "ApiError";
+    this.status = status;
+    this.code = code;
+    this.field = field;
+  }
+}
+
+/** describeError says what went wrong in words, for banners and toasts. */
+export function describeError(err: unknown): string {
+  if (err instanceof ApiError) {
+    switch (err.code) {
+      case "network":
+        return "The API cannot be reached. Is it running?";
+      case "unauthenticated":
+        return "The API needs a key: enter it with the key button at the top.";
+      case "unavailable":
+        return `The service is unavailable: ${err.message}. This usually means Redis or the history store is down.`;
+      case "rate_limited":
+        return "Too many requests: the API's rate limit was reached. Try again in a moment.";
+      default:
+        return err.field ? `${err.message} (field ${err.field})` : err.message;
+    }
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
+export const unauthorizedListeners = new Set<() => void>();
+
+export async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = {};
+  const key = getApiKey();
+  if (key) headers.Authorization = `Bearer ${key}`;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  let res: Response;
+  try {
+    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch {
+    throw new ApiError(0, "network", "network error");
+  }
+  if (res.status === 204) return undefined as T;
+  const text = await res.text();
+  let data: unknown;
+  try {
+    data = text ? JSON.parse(text) : undefined;
+  } catch {
+    data = undefined;
+  }
+  if (!res.ok) {
+    const e = (data as { error?: { code?: string; message?: string; field?: string } } | undefined)?.error;
+    if (res.status === 401) unauthorizedListeners.forEach((l) => l());
+    throw new ApiError(res.status, e?.code ?? "http_" + res.status, e?.message ?? `HTTP ${res.status}`, e?.field);
+  }
+  return data as T;
+}
+
+function qs(params: Record<string, string | string[] | undefined>): string {
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (Array.isArray(v)) v.forEach((x) => x && p.append(k, x));
+    else if (v) p.set(k, v);
+  }
+  const s = p.toString();
+  return s ? "?" + s : "";
+}
+
+const enc = encodeURIComponent;
+
+export interface JobFilter {
+  queue?: string;
+  type?: string;
+  state?: string;
+  from?: string;
+  to?: string;
+}
+
+export const api = {
+  searchJobs: (f: JobFilter, cursor?: string, limit = 100) =>
+    request<JobPage>("GET", "/v1/jobs" + qs({ ...f, cursor, limit: String(limit) })),
+  getJob: (id: string) => request<Job>("GET", `/v1/jobs/${enc(id)}`),
+  jobEvents: (id: string) => request<{ events: JobEvent[] }>("GET", `/v1/jobs/${enc(id)}/events`),
+  submitJob: (spec: Record<string, unknown>) => request<Job>("POST", "/v1/jobs", spec),
+  cancelJob: (id: string) => request<Job>("POST", `/v1/jobs/${enc(id)}/cancel`),
+  retryJob: (id: string) => request<Job>("POST", `/v1/jobs/${enc(id)}/retry`),
+
+  queues: () => request<{ queues: QueueStats[] }>("GET", "/v1/queues"),
+  pauseQueue: (q: string) => request<QueueStats>("POST", `/v1/queues/${enc(q)}/pause`),
+  resumeQueue: (q: string) => request<QueueStats>("POST", `/v1/queues/${enc(q)}/resume`),
+  dead: (q: string, cursor?: string, limit = 100) =>
+    request<JobPage>("GET", `/v1/queues/${enc(q)}/dead` + qs({ cursor, limit: String(limit) })),
+  retryDead: (q: string, ids?: string[]) =>
+    request<{ retried: number }>("POST", `/v1/queues/${enc(q)}/dead/retry`, ids ? { ids } : undefined),
+  purgeDead: (q: string, ids?: string[]) =>
+    request<{ deleted: number }>("DELETE", `/v1/queues/${enc(q)}/dead`, ids ? { ids } : undefined),
+
+  workers: () => request<{ workers: Worker[] }>("GET", "/v1/workers"),
+  throughput: (window: string) => request<Throughput>("GET", "/v1/throughput" + qs({ window })),
+  historyBacklog: () => request<HistoryBacklog>("GET", "/v1/history/backlog"),
+  readyz: () => request<Readiness>("GET", "/readyz"),
+
+  schedules: () => request<{ schedules: Schedule[] }>("GET", "/v1/schedules"),
+  getSchedule: (id: string) => request<Schedule>("GET", `/v1/schedules/${enc(id)}`),
+  putSchedule: (s: Schedule) => request<Schedule>("PUT", `/v1/schedules/${enc(s.id)}`, s),
+  patchSchedule: (id: string, patch: Partial<Schedule>) => request<Schedule>("PATCH", `/v1/schedules/${enc(id)}`, patch),
+  deleteSchedule: (id: string) => request<void>("DELETE", `/v1/schedules/${enc(id)}`),
+  triggerSchedule: (id: string) => request<Job>("POST", `/v1/schedules/${enc(id)}/trigger`),
+  previewSchedule: (spec: { cron?: string; every_seconds?: number; timezone?: string }) =>
+    request<{ upcoming: string[] }>("POST", "/v1/schedules/preview", spec),
+};

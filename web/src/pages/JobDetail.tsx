@@ -1,0 +1,150 @@
+// Job detail: every field, payload, result and error, dependencies both
+// ways, and the event timeline, following the stream live.
+
+import { useEffect, useMemo, useState } from "react";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { Link } from "wouter";
+import { api, describeError } from "../api/client";
+import { finalStates, type JobEvent, type StreamEvent } from "../api/types";
+import { useLive } from "../live/store";
+import { Confirm, ErrorBanner, JsonBlock, StateBadge } from "../components/ui";
+import { ago, when } from "../lib/format";
+
+/** mergeTimeline joins the recorded history with events the stream showed, oldest first, without repeats. */
+export function mergeTimeline(recorded: JobEvent[], live: StreamEvent[]): JobEvent[] {
+  const key = (type: string, at: string, attempt: number) => `${type}|${Date.parse(at)}|${attempt}`;
+  const seen = new Set(recorded.map((e) => key(e.type, e.at, e.attempt)));
+  const out = recorded.slice();
+  for (const e of live) {
+    const k = key(e.event, e.at, e.attempt);
+    if (seen.has(k)) continue;
+    seen.add(k);
+    out.push({ type: e.event, at: e.at, state: e.state, attempt: e.attempt, worker_id: e.worker_id, error: e.error });
+  }
+  return out.sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
+}
+
+export function JobDetail({ id }: { id: string }) {
+  const qc = useQueryClient();
+  const job = useQuery({ queryKey: ["job", id], queryFn: () => api.getJob(id), retry: false });
+  const events = useQuery({ queryKey: ["events", id], queryFn: () => api.jobEvents(id), retry: false });
+  const liveEvent = useLive((s) => s.data.jobs.get(id));
+  const [seen, setSeen] = useState<StreamEvent[]>([]);
+  const [confirm, setConfirm] = useState<"cancel" | "retry" | null>(null);
+
+  // A new stream event for this job: keep it for the timeline and reread the job.
+  if (liveEvent && !seen.some((e) => e.id === liveEvent.id)) setSeen([...seen, liveEvent]);
+  useEffect(() => {
+    if (!liveEvent) return;
+    qc.invalidateQueries({ queryKey: ["job", id] });
+    const t = setTimeout(() => qc.invalidateQueries({ queryKey: ["events", id] }), 1500);
+    return () => clearTimeout(t);
+  }, [liveEvent, id, qc]);
+
+  const j = job.data;
+  const children = useQuery({
+    queryKey: ["children", id, j?.queue],
+    queryFn: () => api.searchJobs({ queue: j!.queue, from: j!.created_at }, undefined, 500),
+    enabled: !!j,
+    retry: false,
+    select: (page) => page.jobs.filter((c) => c.depends_on?.includes(id)),
+  });
+
+  const action = useMutation({
+    mutationFn: (a: "cancel" | "retry") => (a === "cancel" ? api.cancelJob(id) : api.retryJob(id)),
+    onSuccess: (data) => {
+      qc.setQueryData(["job", id], data);
+      setConfirm(null);
+    },
+  });
+
+  const timeline = useMemo(() => mergeTimeline(events.data?.events ?? [], seen), [events.data, seen]);
+
+  if (job.error && !j) {
+    return (
+      <>
+        <h1>Job <span className="mono">{id}</span></h1>
+        <ErrorBanner error={job.error} />
+        <Link href="/jobs">Back to jobs</Link>
+      </>
+    );
+  }
+  if (!j) return <p aria-busy="true">Loading…</p>;
+  const state = liveEvent && Date.parse(liveEvent.at) >= Date.parse(j.finished_at ?? j.started_at ?? j.created_at) ? liveEvent.state : j.state;
+  const final = finalStates.has(state);
+
+  return (
+    <>
+      <div className="page-head">
+        <h1>
+          Job <span className="mono small-id">{j.id}</span>
+        </h1>
+        <span data-testid="job-state"><StateBadge state={state} /></span>
+        <span className="spacer" />
+        <button type="button" disabled={final} onClick={() => setConfirm("cancel")}>Cancel</button>
+        <button type="button" disabled={!(state === "dead" || state === "cancelled")} onClick={() => setConfirm("retry")}>Retry</button>
+      </div>
+      <ErrorBanner error={action.error} />
+      <div className="detail">
+        <section aria-labelledby="fields">
+          <h2 id="fields">Fields</h2>
+          <dl className="kv">
+            <dt>queue</dt><dd><Link href={`/jobs?queue=${j.queue}`}>{j.queue}</Link></dd>
+            <dt>type</dt><dd className="mono">{j.type}</dd>
+            <dt>priority</dt><dd>{j.priority}</dd>
+            <dt>attempts</dt><dd>{j.attempt} of {j.max_attempts}</dd>
+            <dt>timeout</dt><dd>{j.timeout_seconds} s</dd>
+            <dt>backoff</dt><dd>{j.backoff.base_seconds} s base, {j.backoff.max_seconds} s max</dd>
+            <dt>run at</dt><dd title={j.run_at}>{when(j.run_at)} ({ago(j.run_at)})</dd>
+            <dt>created</dt><dd title={j.created_at}>{when(j.created_at)}</dd>
+            <dt>started</dt><dd title={j.started_at}>{when(j.started_at)}</dd>
+            <dt>finished</dt><dd title={j.finished_at}>{when(j.finished_at)}</dd>
+            <dt>worker</dt><dd className="mono">{j.worker_id || "–"}</dd>
+            {j.idempotency_key ? (<><dt>idempotency key</dt><dd className="mono">{j.idempotency_key}</dd></>) : null}
+          </dl>
+          <h2>Dependencies</h2>
+          <h3>Parents (this job waits for)</h3>
+          {j.depends_on?.length ? (
+            <ul className="links">{j.depends_on.map((p) => <li key={p}><Link href={`/jobs/${p}`} className="mono">{p}</Link></li>)}</ul>
+          ) : <p className="muted">none</p>}
+          <h3>Children (jobs waiting for this one)</h3>
+          {children.error ? <p className="muted">{describeError(children.error)}</p> : children.data?.length ? (
+            <ul className="links">{children.data.map((c) => <li key={c.id}><Link href={`/jobs/${c.id}`} className="mono">{c.id}</Link> <StateBadge state={c.state} /></li>)}</ul>
+          ) : <p className="muted">none found</p>}
+        </section>
+        <section aria-labelledby="data">
+          <h2 id="data">Payload</h2>
+          <JsonBlock value={j.payload} label="Payload" />
+          <h2>Result</h2>
+          <JsonBlock value={j.result} label="Result" />
+          <h2>Last error</h2>
+          {j.last_error ? <pre className="json error-text">{j.last_error}</pre> : <p className="muted">none</p>}
+        </section>
+        <section aria-labelledby="timeline" className="timeline-section">
+          <h2 id="timeline">Timeline</h2>
+          {events.error && timeline.length === 0 ? <p className="muted">{describeError(events.error)}</p> : null}
+          <ol className="timeline" data-testid="timeline">
+            {timeline.map((e, i) => (
+              <li key={i} className={`ev ev-${e.type}`}>
+                <span className="ev-type">{e.type}</span>
+                <time dateTime={e.at} title={e.at}>{when(e.at)}</time>
+                <span className="muted">attempt {e.attempt}{e.worker_id ? ` · ${e.worker_id}` : ""}</span>
+                {e.error ? <span className="error-text">{e.error}</span> : null}
+              </li>
+            ))}
+          </ol>
+        </section>
+      </div>
+      <Confirm
+        open={confirm !== null}
+        title={confirm === "cancel" ? "Cancel this job?" : "Retry this job?"}
+        body={confirm === "cancel" ? <p>If it is running, its handler is told to stop. The job ends cancelled.</p> : <p>The job is queued again with its attempt count reset to 0.</p>}
+        confirmLabel={confirm === "cancel" ? "Cancel job" : "Retry job"}
+        danger={confirm === "cancel"}
+        busy={action.isPending}
+        onConfirm={() => confirm && action.mutate(confirm)}
+        onCancel={() => setConfirm(null)}
+      />
+    </>
+  );
+}

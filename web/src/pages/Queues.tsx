@@ -1,0 +1,77 @@
+// Queues: counts and totals per queue, pause and resume.
+
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { Link } from "wouter";
+import { api, describeError } from "../api/client";
+import type { QueueStats } from "../api/types";
+import { useLive } from "../live/store";
+import { Empty, ErrorBanner } from "../components/ui";
+import { num, rate } from "../lib/format";
+
+export function QueueActions({ q }: { q: QueueStats }) {
+  const qc = useQueryClient();
+  const m = useMutation({
+    mutationFn: () => (q.paused ? api.resumeQueue(q.name) : api.pauseQueue(q.name)),
+    onSettled: () => qc.invalidateQueries({ queryKey: ["queues"] }),
+  });
+  return (
+    <>
+      <button
+        type="button"
+        className="small"
+        onClick={() => m.mutate()}
+        disabled={m.isPending}
+        aria-label={`${q.paused ? "Resume" : "Pause"} queue ${q.name}`}
+      >
+        {q.paused ? "Resume" : "Pause"}
+      </button>
+      {m.error ? <span className="inline-error" role="alert">{describeError(m.error)}</span> : null}
+    </>
+  );
+}
+
+export function Queues() {
+  const stats = useLive((s) => s.data.stats);
+  const fallback = useQuery({ queryKey: ["queues"], queryFn: api.queues, enabled: !stats });
+  const queues = stats?.queues ?? fallback.data?.queues ?? [];
+  return (
+    <>
+      <div className="page-head">
+        <h1>Queues</h1>
+      </div>
+      <p className="muted">
+        A paused queue keeps accepting and promoting jobs, but no worker claims from it. Counts are live.
+      </p>
+      <ErrorBanner error={fallback.error} />
+      {queues.length === 0 ? (
+        <Empty>No queues yet.</Empty>
+      ) : (
+        <div className="cards">
+          {queues.map((q) => (
+            <article key={q.name} className={q.paused ? "card paused" : "card"} data-queue={q.name} aria-label={`Queue ${q.name}`}>
+              <header>
+                <h2>{q.name}</h2>
+                {q.paused ? <span className="badge paused">paused</span> : <span className="badge running">running</span>}
+              </header>
+              <dl className="kv">
+                <dt>queued (high / normal / low)</dt>
+                <dd>{num(q.queued.high)} / {num(q.queued.normal)} / {num(q.queued.low)}</dd>
+                <dt>scheduled</dt><dd>{num(q.scheduled)}</dd>
+                <dt>active</dt><dd>{num(q.active)}</dd>
+                <dt>waiting on dependencies</dt><dd>{num(q.waiting)}</dd>
+                <dt>dead</dt><dd>{q.dead > 0 ? <Link href={`/dead/${q.name}`}>{num(q.dead)}</Link> : "0"}</dd>
+                <dt>submitted / succeeded / failed (total)</dt>
+                <dd>{num(q.submitted_total)} / {num(q.succeeded_total)} / {num(q.failed_total)}</dd>
+                <dt>jobs per second</dt><dd>{rate(q.processed_per_second)}</dd>
+              </dl>
+              <footer>
+                <QueueActions q={q} />
+                <Link href={`/jobs?queue=${q.name}`}>Jobs</Link>
+              </footer>
+            </article>
+          ))}
+        </div>
+      )}
+    </>
+  );
+}
