@@ -3,15 +3,24 @@ SHELL := /bin/bash
 GO ?= go
 PKGS := ./...
 
-.PHONY: test lint bench run build clean
+.PHONY: test test-deploy lint bench run build clean
 
 ## test: vet, then every test with the race detector, then a summary
 test:
 	$(GO) vet $(PKGS)
 	@set -o pipefail; $(GO) test -race -count=1 -timeout 25m $(PKGS) 2>&1 | tee .test.log; \
 	status=$$?; \
+	$(MAKE) --no-print-directory test-deploy; deploy=$$?; \
+	echo "== deploy checks summary: $$([ $$deploy = 0 ] && echo ok || echo FAIL) (Dockerfile, docker-compose.yml, Helm chart)"; \
 	echo "== go test summary: $$(grep -c '^ok' .test.log) packages ok, $$(grep -c '^FAIL' .test.log) FAIL lines, $$(grep -c 'no test files' .test.log) without tests"; \
-	rm -f .test.log; exit $$status
+	rm -f .test.log; [ $$status = 0 ] && [ $$deploy = 0 ]
+
+## test-deploy: offline checks of the Dockerfile (BuildKit's lint), docker-compose.yml
+## (compose-go) and the Helm chart (helm lint --strict, helm template with each values
+## file, strict decoding against the Kubernetes API types); builds a pinned helm once
+test-deploy:
+	@export HELM=$$(bash scripts/install-helm.sh) && cd tools/deploycheck && \
+	$(GO) vet ./... && $(GO) test -count=1 ./...
 
 ## lint: gofmt, go vet, staticcheck
 lint:
