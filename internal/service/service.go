@@ -28,6 +28,21 @@ func (e *Env) EngineOptions() queue.Options {
 	return queue.Options{LeaseTTL: e.Config.LeaseTTL, LeaseGrace: e.Config.LeaseGrace}
 }
 
+// OpsAddr returns the address of the binary's operations endpoint
+// (SUNDIAL_METRICS_ADDR; auto gives def), or "" when it is off.
+func (e *Env) OpsAddr(def string) string {
+	switch e.Config.MetricsAddr {
+	case "off":
+		return ""
+	case "auto", "":
+		return def
+	}
+	return e.Config.MetricsAddr
+}
+
+// RedisCheck is the readiness check of the Redis connection.
+func (e *Env) RedisCheck(ctx context.Context) error { return e.Redis.Ping(ctx).Err() }
+
 // Main loads the configuration (exiting with status 2 and a clear message
 // when it is invalid), logs it with secrets masked, connects to Redis, and
 // calls run with a context cancelled by SIGTERM or SIGINT. It exits 1 when

@@ -41,6 +41,7 @@ type writerMetrics struct {
 	delay       prometheus.Histogram
 	batch       prometheus.Histogram
 	ownedQueues prometheus.Gauge
+	dropped     *prometheus.CounterVec
 }
 
 func newWriterMetrics() *writerMetrics {
@@ -75,11 +76,15 @@ func newWriterMetrics() *writerMetrics {
 			Name: "sundial_history_owned_queues",
 			Help: "Queues whose history this writer writes.",
 		}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_events_dropped_total",
+			Help: "Events removed from a queue's stream before they were recorded, by the SUNDIAL_EVENTS_MAXLEN cap (0 unless a cap is set).",
+		}, []string{"queue"}),
 	}
 }
 
 func (m *writerMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.events, m.duplicates, m.jobs, m.errors, m.delay, m.batch, m.ownedQueues}
+	return []prometheus.Collector{m.events, m.duplicates, m.jobs, m.errors, m.delay, m.batch, m.ownedQueues, m.dropped}
 }
 
 // Collector returns the Writer's metrics for a Prometheus registry: the

@@ -24,6 +24,9 @@ type QueueBacklog struct {
 	Lag time.Duration `json:"lag_ns"`
 
 	trimBefore string // entries below this id are acknowledged by every group
+	// floorKnown: our group exists (or the stream does not), so the
+	// measurement tells what is recorded.
+	floorKnown bool
 }
 
 // Backlog is what the history writers have not recorded yet, over every
@@ -94,6 +97,23 @@ func (m *Monitor) Backlog() Backlog {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.last
+}
+
+// RecordedBefore returns the time before which every event of queue is
+// recorded, as of the last measurement: the time of its oldest waiting
+// event, or the measurement's time when none waits. ok is false when that
+// is unknown (no measurement yet, or the writers' group does not exist).
+func (m *Monitor) RecordedBefore(queue string) (t time.Time, ok bool) {
+	b := m.Backlog()
+	for _, qb := range b.Queues {
+		if qb.Queue == queue {
+			if !qb.floorKnown {
+				return time.Time{}, false
+			}
+			return b.At.Add(-qb.Lag), true
+		}
+	}
+	return time.Time{}, false
 }
 
 // Lag returns the age of the oldest unrecorded event at the last
@@ -198,6 +218,7 @@ func (m *Monitor) Measure(ctx context.Context) (Backlog, error) {
 		qb := QueueBacklog{Queue: q}
 		groups, err := infos[i].Result()
 		if err != nil { // no stream yet: nothing waits
+			qb.floorKnown = true
 			b.Queues = append(b.Queues, qb)
 			continue
 		}
@@ -216,6 +237,7 @@ func (m *Monitor) Measure(ctx context.Context) (Backlog, error) {
 				continue
 			}
 			ours = true
+			qb.floorKnown = true
 			undelivered := g.Lag
 			if undelivered < 0 { // Redis cannot tell: bound it by the length
 				undelivered = max(lens[i].Val()-g.Pending, 0)
@@ -235,6 +257,8 @@ func (m *Monitor) Measure(ctx context.Context) (Backlog, error) {
 		}
 		if oldest != "" && qb.Events > 0 {
 			qb.Lag = max(now.Sub(time.UnixMilli(entryMillis(oldest))), 0)
+		} else if qb.Events > 0 {
+			qb.floorKnown = false // events wait but their age is unknown
 		}
 		b.Events += qb.Events
 		b.Lag = max(b.Lag, qb.Lag)

@@ -46,6 +46,13 @@ type WriterConfig struct {
 	// MaxBackoff caps the delay between retries while MongoDB or Redis
 	// fails. Default 10 s.
 	MaxBackoff time.Duration
+	// MaxEvents, when positive, is a hard cap on each owned queue's event
+	// stream (SUNDIAL_EVENTS_MAXLEN): beyond it the oldest events are
+	// dropped even if unrecorded, and each dropped range is counted
+	// (sundial_events_dropped_total) and logged. Default 0: no event leaves
+	// Redis before it is recorded, and a growing backlog is an alarm
+	// (metrics, log, /readyz), not a loss.
+	MaxEvents int64
 	// Monitor tunes the backlog measurement and its warning; its Group and
 	// Logger are the writer's.
 	Monitor MonitorConfig
@@ -134,6 +141,10 @@ func NewWriter(q *queue.Client, store *Store, cfg WriterConfig) *Writer {
 // Backlog returns the last measurement of what waits to be recorded.
 func (w *Writer) Backlog() Backlog { return w.mon.Backlog() }
 
+// RecordedBefore is Monitor.RecordedBefore of the writer's monitor: the
+// poller's pruning floor.
+func (w *Writer) RecordedBefore(queue string) (time.Time, bool) { return w.mon.RecordedBefore(queue) }
+
 // Lag returns the age of the oldest unrecorded event at the last
 // measurement (at most Monitor.Interval old), for /readyz details.
 func (w *Writer) Lag() time.Duration { return w.mon.Lag() }
@@ -217,22 +228,62 @@ func (w *Writer) ownLoop(ctx context.Context) error {
 
 // trim removes from each owned stream the entries every consumer group has
 // acknowledged, as measured in b. Trimming is approximate (whole radix
-// nodes), so it never removes an entry at or above the bound.
+// nodes), so it never removes an entry at or above the bound. With a hard
+// cap (MaxEvents) it trims exactly, then applies the cap.
 func (w *Writer) trim(ctx context.Context, b Backlog) {
 	pipe := w.rdb.Pipeline()
-	n := 0
+	var owned []string
 	for _, qb := range b.Queues {
-		if qb.trimBefore != "" && w.own.owns(qb.Queue) {
+		if !w.own.owns(qb.Queue) {
+			continue
+		}
+		owned = append(owned, qb.Queue)
+		if qb.trimBefore == "" {
+			continue
+		}
+		if w.cfg.MaxEvents > 0 {
+			pipe.XTrimMinID(ctx, queue.EventStreamKey(qb.Queue), qb.trimBefore)
+		} else {
 			pipe.XTrimMinIDApprox(ctx, queue.EventStreamKey(qb.Queue), qb.trimBefore, 0)
-			n++
 		}
 	}
-	if n == 0 {
+	if pipe.Len() > 0 {
+		if _, err := pipe.Exec(ctx); err != nil && ctx.Err() == nil {
+			w.log.Debug("history: trim failed", "err", err)
+			return
+		}
+	}
+	if w.cfg.MaxEvents > 0 {
+		for _, q := range owned {
+			w.cap(ctx, q)
+		}
+	}
+}
+
+// cap enforces MaxEvents on queue's stream, whose recorded entries were
+// just trimmed: whatever it removes was never recorded.
+func (w *Writer) cap(ctx context.Context, q string) {
+	key := queue.EventStreamKey(q)
+	n, err := w.rdb.XLen(ctx, key).Result()
+	if err != nil || n <= w.cfg.MaxEvents {
 		return
 	}
-	if _, err := pipe.Exec(ctx); err != nil && ctx.Err() == nil {
-		w.log.Debug("history: trim failed", "err", err)
+	first, _ := w.rdb.XRangeN(ctx, key, "-", "+", 1).Result()
+	dropped, err := w.rdb.XTrimMaxLen(ctx, key, w.cfg.MaxEvents).Result()
+	if err != nil || dropped == 0 {
+		return
 	}
+	next, _ := w.rdb.XRangeN(ctx, key, "-", "+", 1).Result()
+	from, to := "", ""
+	if len(first) > 0 {
+		from = first[0].ID
+	}
+	if len(next) > 0 {
+		to = next[0].ID
+	}
+	w.metrics.dropped.WithLabelValues(q).Add(float64(dropped))
+	w.log.Error("history: events dropped unrecorded by the SUNDIAL_EVENTS_MAXLEN cap",
+		"queue", q, "dropped", dropped, "from_id", from, "before_id", to, "cap", w.cfg.MaxEvents)
 }
 
 // backoff is an exponential retry delay from 50 ms up to a cap.

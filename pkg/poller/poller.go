@@ -17,6 +17,24 @@ type Config struct {
 	// Retention is how long succeeded and cancelled jobs stay in Redis.
 	// Default 24 h.
 	Retention time.Duration
+	// DeadRetention is how long dead jobs stay in Redis. Default 90 days.
+	DeadRetention time.Duration
+	// DeadMax is the most dead jobs a queue keeps in Redis, oldest deleted
+	// first; 0 means no count bound. Default 10,000 (set -1 for none).
+	DeadMax int
+	// RecordedBefore, when set, tells for a queue the time before which
+	// every event is recorded in the history (ok=false: unknown). Pruning
+	// never deletes a job that ended later (minus FloorMargin), so a job
+	// hash outlives the writing of its last events; an unknown floor
+	// postpones pruning. Nil means no history: no floor.
+	RecordedBefore func(queue string) (t time.Time, ok bool)
+	// FloorMargin absorbs clock differences between the hosts that stamp
+	// a job's end and Redis, which stamps events. Default 1 min.
+	FloorMargin time.Duration
+	// TrimEvents, when positive, caps each queue's event stream at about
+	// that many events, at most once a second per queue. For a deployment
+	// without history only: with history the writer trims what it recorded.
+	TrimEvents int64
 	// MaxSleep bounds one sleep: the poller normally sleeps exactly until
 	// the earliest due job or lease expiry, or until a submit of an earlier
 	// job wakes it, and also rereads the queue list at least this often.
@@ -43,6 +61,17 @@ func (c *Config) fill() {
 	if c.PruneInterval <= 0 {
 		c.PruneInterval = time.Minute
 	}
+	if c.DeadRetention <= 0 {
+		c.DeadRetention = 90 * 24 * time.Hour
+	}
+	if c.DeadMax == 0 {
+		c.DeadMax = 10_000
+	} else if c.DeadMax < 0 {
+		c.DeadMax = 0
+	}
+	if c.FloorMargin <= 0 {
+		c.FloorMargin = time.Minute
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -50,15 +79,20 @@ func (c *Config) fill() {
 
 // Poller promotes, reclaims and prunes for every known queue.
 type Poller struct {
-	q   *queue.Client
-	cfg Config
-	log *slog.Logger
+	q       *queue.Client
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
+
+	lastTrim map[string]time.Time // queue → last event stream trim (TrimEvents)
+	failing  map[string]bool      // queue → its last step failed (logged once per streak)
 }
 
 // New returns a Poller over q.
 func New(q *queue.Client, cfg Config) *Poller {
 	cfg.fill()
-	return &Poller{q: q, cfg: cfg, log: cfg.Logger}
+	return &Poller{q: q, cfg: cfg, log: cfg.Logger, metrics: newMetrics(),
+		lastTrim: map[string]time.Time{}, failing: map[string]bool{}}
 }
 
 // Run works until ctx ends, then returns nil. Redis errors are logged and
@@ -124,24 +158,62 @@ func (p *Poller) pass(ctx context.Context, prune bool) (time.Time, error) {
 			next = t
 		}
 	}
+	// Each queue's steps fail alone: a queue whose keys are broken (wrong
+	// type, a slot moving) is counted and logged, and the others go on.
 	for _, name := range queues {
 		due, err := p.drain(ctx, name, p.q.Promote)
-		if err != nil {
-			return time.Time{}, err
-		}
+		p.step(name, "promote", err)
 		earliest(due)
 		exp, err := p.drain(ctx, name, p.q.Reclaim)
-		if err != nil {
-			return time.Time{}, err
-		}
+		p.step(name, "reclaim", err)
 		earliest(exp)
 		if prune {
-			if err := p.prune(ctx, name); err != nil {
-				return time.Time{}, err
+			p.step(name, "prune", p.prune(ctx, name))
+		}
+		if p.cfg.TrimEvents > 0 && time.Since(p.lastTrim[name]) >= time.Second {
+			p.lastTrim[name] = time.Now()
+			p.step(name, "trim", p.q.Redis().XTrimMaxLenApprox(ctx, queue.EventStreamKey(name), p.cfg.TrimEvents, 0).Err())
+		}
+		if ctx.Err() != nil {
+			return time.Time{}, ctx.Err()
+		}
+	}
+	if !next.IsZero() {
+		// Retry a failing queue soon, but not in a tight loop.
+		for _, f := range p.failing {
+			if f {
+				next = minTime(next, time.Now().Add(time.Second))
 			}
 		}
 	}
 	return next, nil
+}
+
+// step records the outcome of one step of one queue: a failure is counted
+// and logged (once when a queue starts failing, then at debug level).
+func (p *Poller) step(name, step string, err error) {
+	key := name + "/" + step
+	if err == nil {
+		if p.failing[key] {
+			p.log.Info("queue step recovered", "queue", name, "step", step)
+			delete(p.failing, key)
+		}
+		return
+	}
+	p.metrics.errors.WithLabelValues(name, step).Inc()
+	if !p.failing[key] {
+		p.log.Error("queue step failed; other queues go on", "queue", name, "step", step, "err", err)
+		p.failing[key] = true
+		return
+	}
+	p.log.Debug("queue step still failing", "queue", name, "step", step, "err", err)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // drain calls step until it moves less than a full batch, and returns the
@@ -158,18 +230,42 @@ func (p *Poller) drain(ctx context.Context, name string, step func(context.Conte
 	}
 }
 
+// prune deletes finished jobs past their retention and dead jobs past
+// theirs or beyond the count bound, never past the history floor, and the
+// per-minute counts past their window.
 func (p *Poller) prune(ctx context.Context, name string) error {
-	cutoff := p.q.Now().Add(-p.cfg.Retention)
-	for {
-		n, err := p.q.Prune(ctx, name, cutoff, p.cfg.Batch)
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			p.log.Debug("pruned finished jobs", "queue", name, "count", n)
-		}
-		if n < p.cfg.Batch {
+	var floor time.Time
+	if p.cfg.RecordedBefore != nil {
+		t, ok := p.cfg.RecordedBefore(name)
+		if !ok {
+			p.log.Debug("prune postponed: history floor unknown", "queue", name)
 			return nil
 		}
+		floor = t.Add(-p.cfg.FloorMargin)
 	}
+	now := p.q.Now()
+	for _, o := range []queue.PruneOptions{
+		{Cutoff: now.Add(-p.cfg.Retention), Floor: floor, Limit: p.cfg.Batch},
+		{Dead: true, Cutoff: now.Add(-p.cfg.DeadRetention), Keep: p.cfg.DeadMax, Floor: floor, Limit: p.cfg.Batch},
+	} {
+		for {
+			n, err := p.q.PruneJobs(ctx, name, o)
+			if err != nil {
+				return err
+			}
+			p.metrics.pruned.WithLabelValues(name, pruneSet(o.Dead)).Add(float64(n))
+			if n < p.cfg.Batch {
+				break
+			}
+		}
+	}
+	_, err := p.q.TrimThroughput(ctx, name)
+	return err
+}
+
+func pruneSet(dead bool) string {
+	if dead {
+		return "dead"
+	}
+	return "finished"
 }

@@ -98,8 +98,9 @@ type Worker struct {
 	slots     chan struct{} // one token per free slot
 	outcomes  chan result
 	pending   sync.WaitGroup // outcomes handed over but not yet written
-	processed atomic.Int64
-	failed    atomic.Int64
+	processed  atomic.Int64
+	failed     atomic.Int64
+	leasesLost atomic.Int64
 }
 
 type running struct {
@@ -562,6 +563,7 @@ func (w *Worker) renew(ctx context.Context) {
 			for i, ok := range held {
 				if !ok {
 					w.log.Warn("lease lost; stopping the job", "job_id", rs[i].lease.Job.ID, "queue", name)
+					w.leasesLost.Add(1)
 					rs[i].cancel(errLeaseLost)
 				}
 			}

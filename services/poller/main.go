@@ -1,7 +1,8 @@
 // Command poller keeps time for Sundial: it promotes due jobs, reclaims
-// expired leases and prunes finished jobs, for every known queue, and fires
+// expired leases and prunes ended jobs, for every known queue, and fires
 // recurring schedules (one poller leads; the others stand by), and writes
-// every job event to the MongoDB history (SUNDIAL_HISTORY=on).
+// every job event to the MongoDB history (SUNDIAL_HISTORY=on). It serves
+// /metrics, /healthz and /readyz on SUNDIAL_METRICS_ADDR.
 package main
 
 import (
@@ -16,19 +17,22 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
+// eventsCapWithoutHistory bounds each event stream when no history writer
+// consumes it (SUNDIAL_EVENTS_MAXLEN=0, SUNDIAL_HISTORY=off).
+const eventsCapWithoutHistory = 100_000
+
 func main() {
 	service.Main("poller", func(ctx context.Context, env *service.Env) error {
 		c := env.Config
 		opts := env.EngineOptions()
 		q := queue.New(env.Redis, opts)
-		g, ctx := errgroup.WithContext(ctx)
-		g.Go(func() error {
-			return poller.New(q, poller.Config{Retention: c.JobRetention, Logger: env.Log}).Run(ctx)
-		})
-		g.Go(func() error {
-			fire := schedule.FireClient(env.Redis, opts)
-			return schedule.NewScheduler(q, schedule.SchedulerConfig{Fire: fire, Logger: env.Log}).Run(ctx)
-		})
+		pcfg := poller.Config{Retention: c.JobRetention, DeadRetention: c.DeadRetention, DeadMax: c.DeadMax, Logger: env.Log}
+		if pcfg.DeadMax == 0 {
+			pcfg.DeadMax = -1 // SUNDIAL_DEAD_MAX=0: no count bound
+		}
+		ops := service.NewOps()
+		ops.Check("redis", env.RedisCheck)
+		var writer *history.Writer
 		if c.History {
 			mc, err := history.Connect(c.MongoURI)
 			if err != nil {
@@ -36,9 +40,30 @@ func main() {
 			}
 			defer mc.Disconnect(context.WithoutCancel(ctx))
 			store := history.NewStore(mc.Database(c.MongoDB), history.StoreOptions{Retention: c.HistoryRetention, Logger: env.Log})
-			g.Go(func() error {
-				return history.NewWriter(q, store, history.WriterConfig{Logger: env.Log}).Run(ctx)
-			})
+			writer = history.NewWriter(q, store, history.WriterConfig{MaxEvents: c.EventsMaxLen, Logger: env.Log})
+			pcfg.RecordedBefore = writer.RecordedBefore
+			ops.Register(writer.Collector())
+			ops.Check("mongodb", func(ctx context.Context) error { return mc.Ping(ctx, nil) })
+		} else {
+			pcfg.TrimEvents = c.EventsMaxLen
+			if pcfg.TrimEvents == 0 {
+				pcfg.TrimEvents = eventsCapWithoutHistory
+			}
+		}
+		p := poller.New(q, pcfg)
+		ops.Register(p.Collectors()...)
+
+		g, gctx := errgroup.WithContext(ctx)
+		if addr := env.OpsAddr("127.0.0.1:9091"); addr != "" {
+			g.Go(func() error { return ops.Serve(gctx, addr, env.Log) })
+		}
+		g.Go(func() error { return p.Run(gctx) })
+		g.Go(func() error {
+			fire := schedule.FireClient(env.Redis, opts)
+			return schedule.NewScheduler(q, schedule.SchedulerConfig{Fire: fire, Logger: env.Log}).Run(gctx)
+		})
+		if writer != nil {
+			g.Go(func() error { return writer.Run(gctx) })
 		}
 		return g.Wait()
 	})

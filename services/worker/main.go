@@ -1,5 +1,6 @@
 // Command worker runs Sundial jobs: it serves the queues of SUNDIAL_QUEUES
-// with SUNDIAL_CONCURRENCY jobs at once and the built-in job types.
+// with SUNDIAL_CONCURRENCY jobs at once and the built-in job types, and
+// serves /metrics, /healthz and /readyz on SUNDIAL_METRICS_ADDR.
 package main
 
 import (
@@ -8,6 +9,7 @@ import (
 	"github.com/sundialhq/sundial/internal/service"
 	"github.com/sundialhq/sundial/pkg/worker"
 	"github.com/sundialhq/sundial/pkg/worker/builtin"
+	"golang.org/x/sync/errgroup"
 )
 
 func main() {
@@ -27,6 +29,15 @@ func main() {
 			Logger:            env.Log,
 		})
 		builtin.Register(w)
-		return w.Run(ctx)
+		g, gctx := errgroup.WithContext(ctx)
+		if addr := env.OpsAddr("127.0.0.1:9092"); addr != "" {
+			ops := service.NewOps(w.Collectors()...)
+			ops.Check("redis", env.RedisCheck)
+			g.Go(func() error { return ops.Serve(gctx, addr, env.Log) })
+		}
+		// The worker stops on the signal (ctx), not when the endpoint fails
+		// to start: gctx ends then, and so does Run, gracefully.
+		g.Go(func() error { return w.Run(gctx) })
+		return g.Wait()
 	})
 }
