@@ -95,9 +95,9 @@ type Worker struct {
 	mu     sync.Mutex
 	active map[string]*running
 
-	slots     chan struct{} // one token per free slot
-	outcomes  chan result
-	pending   sync.WaitGroup // outcomes handed over but not yet written
+	slots      chan struct{} // one token per free slot
+	outcomes   chan result
+	pending    sync.WaitGroup // outcomes handed over but not yet written
 	processed  atomic.Int64
 	failed     atomic.Int64
 	leasesLost atomic.Int64
