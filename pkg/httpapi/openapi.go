@@ -50,6 +50,15 @@ var schemaNames = map[reflect.Type]string{
 	reflect.TypeFor[schedule.Schedule]():    "Schedule",
 	reflect.TypeFor[schedule.JobTemplate](): "JobTemplate",
 	reflect.TypeFor[scheduleList]():         "ScheduleList",
+
+	// Dashboard reads (insight.go).
+	reflect.TypeFor[throughputResult]():       "Throughput",
+	reflect.TypeFor[queueThroughput]():        "QueueThroughput",
+	reflect.TypeFor[queue.MinuteCount]():      "MinuteCount",
+	reflect.TypeFor[historyBacklog]():         "HistoryBacklog",
+	reflect.TypeFor[queueHistoryState]():      "QueueHistoryBacklog",
+	reflect.TypeFor[schedulePreviewRequest](): "SchedulePreviewRequest",
+	reflect.TypeFor[schedulePreview]():        "SchedulePreview",
 }
 
 // enums lists the values of the API's enumerated string types.
@@ -69,7 +78,8 @@ var requestRequired = map[string][]string{
 	"BatchRequest":  {"jobs"},
 	"DeadSelection": {},
 
-	"Schedule": {"job"},
+	"Schedule":               {"job"},
+	"SchedulePreviewRequest": {},
 }
 
 // fieldHints add constraints and descriptions to properties, by

@@ -153,6 +153,20 @@ func (s *Server) routes() []route {
 			Description: "Workers seen within the last three heartbeats.",
 			Status:      http.StatusOK, Response: workerList{}, Errors: []int{400, 503},
 		}},
+		{http.MethodGet, "/v1/throughput", s.throughput, operation{
+			ID: "throughput", Tag: "queues", Summary: "Finished attempts per minute",
+			Description: "Per queue, one entry per minute of the window, oldest first, the current (unfinished) minute last; minutes without work are zeros. Counted by the engine in Redis and kept 24 hours, so the dashboard's charts survive a reload. failed counts failed attempts (retried or dead, lease expiries included); dead counts jobs that went dead.",
+			Query: []param{
+				{"window", "How far back: 5m, 15m, 1h, 6h or 24h.", map[string]any{"type": "string", "enum": []string{"5m", "15m", "1h", "6h", "24h"}, "default": "1h"}, false},
+				{"queue", "Only these queues; every known queue when left out.", queueSchema, true},
+			},
+			Status: http.StatusOK, Response: throughputResult{}, Errors: []int{400, 503},
+		}},
+		{http.MethodGet, "/v1/history/backlog", s.historyLag, operation{
+			ID: "historyBacklog", Tag: "operations", Summary: "History writer backlog",
+			Description: "Events in the queues' Redis streams that the history writers have not recorded yet, and the age of the oldest (the writer's lag), measured from Redis on request.",
+			Status:      http.StatusOK, Response: historyBacklog{}, Errors: []int{400, 503},
+		}},
 		{http.MethodGet, streamPath, s.stream, operation{
 			ID: "stream", Tag: "stream", Summary: "Live stream (websocket)",
 			Description: "Upgrades to a websocket that sends JSON text messages: {\"kind\":\"event\",\"event\":StreamEvent} for each matching job event and {\"kind\":\"stats\",…} (StreamStats) every second to every client. " +

@@ -29,6 +29,12 @@ func (s *Server) scheduleRoutes() []route {
 			Also:   map[int]string{http.StatusOK: "An existing schedule was replaced."},
 			Errors: []int{400, 409, 413, 415, 503},
 		}},
+		{http.MethodPost, "/v1/schedules/preview", s.previewSchedule, operation{
+			ID: "previewSchedule", Tag: "schedules", Summary: "The next five fire times of a timing",
+			Description: "Checks cron or every_seconds and timezone as PUT does (400 naming the field) and answers the next five fire times after now, without storing anything. An interval is aligned to now, as a schedule created now would be.",
+			Body:        schedulePreviewRequest{}, Status: http.StatusOK, Response: schedulePreview{},
+			Errors: []int{400, 413, 415},
+		}},
 		{http.MethodGet, "/v1/schedules", s.listSchedules, operation{
 			ID: "listSchedules", Tag: "schedules", Summary: "List schedules, ordered by id",
 			Query:  []param{{"queue", "Only schedules whose jobs go to this queue.", queueSchema, false}},

@@ -142,6 +142,7 @@ type Server struct {
 	metrics *metrics
 	hub     *hub
 	dash    *dashboard
+	backlog *history.Monitor // measures the history backlog for GET /v1/history/backlog
 	started sync.Once
 }
 
@@ -154,6 +155,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, q: cfg.Queue, log: cfg.Logger, auth: newAuthenticator(cfg.APIKeys)}
 	s.metrics = newMetrics()
 	s.dash = newDashboard(cfg.Dashboard)
+	s.backlog = history.NewMonitor(cfg.Queue, history.MonitorConfig{Logger: s.log})
 	lim, err := newRateLimiter(cfg.Queue.Redis(), cfg.RateLimit, s.log)
 	if err != nil {
 		return nil, err
