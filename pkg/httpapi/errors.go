@@ -94,6 +94,11 @@ var errorTable = []struct {
 		field := e.Field(asType[*batchError](err))
 		return invalid(field, "%s: %s", field, e.Error())
 	}},
+	{asType[*queue.MixedBatchError], func(err error) *apiError {
+		e, _ := asErr[*queue.MixedBatchError](err)
+		field := fmt.Sprintf("jobs[%d].queue", e.Index)
+		return invalid(field, "%s: %s", field, e.Error())
+	}},
 	{asType[*http.MaxBytesError], func(err error) *apiError {
 		e, _ := asErr[*http.MaxBytesError](err)
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: codePayloadTooLarge, Message: fmt.Sprintf("request body exceeds %d bytes", e.Limit)}

@@ -100,7 +100,7 @@ func TestSubmitBatch(t *testing.T) {
 	body := map[string]any{"jobs": []map[string]any{
 		{"type": "build"},
 		{"type": "deploy", "depends_on": []string{"#0"}, "priority": "high"},
-		{"type": "later", "delay_seconds": 3600, "queue": "other"},
+		{"type": "later", "delay_seconds": 3600},
 	}}
 	var out jobList
 	a.do("POST", "/v1/jobs/batch", body).decode(t, http.StatusCreated, &out)
@@ -113,7 +113,7 @@ func TestSubmitBatch(t *testing.T) {
 	if out.Jobs[1].State != job.Waiting || !reflect.DeepEqual(out.Jobs[1].DependsOn, []string{out.Jobs[0].ID}) {
 		t.Errorf("job 1 should wait on job 0: %+v", out.Jobs[1])
 	}
-	if out.Jobs[2].State != job.Scheduled || out.Jobs[2].Queue != "other" {
+	if out.Jobs[2].State != job.Scheduled || out.Jobs[2].Queue != "default" {
 		t.Errorf("job 2: %+v", out.Jobs[2])
 	}
 	// A batch with a duplicate answers 201 with the earlier job in its place.
@@ -140,9 +140,10 @@ func TestSubmitBatchAllOrNothing(t *testing.T) {
 		{"bad time", `{"jobs":[{"type":"a"},{"type":"a"},{"type":"a","run_at":"x"}]}`, "jobs[2].run_at"},
 		{"nested unknown field", `{"jobs":[{"type":"a","backoff":{"zz":1}}]}`, "jobs[0].backoff.zz"},
 		{"forward reference", `{"jobs":[{"type":"a","depends_on":["#1"]},{"type":"b"}]}`, "jobs[0].depends_on[0]"},
-		{"reference across queues", `{"jobs":[{"type":"a","queue":"q1"},{"type":"b","queue":"q2","depends_on":["#0"]}]}`, "jobs[1].depends_on[0]"},
+		{"reference across queues", `{"jobs":[{"type":"a","queue":"q1"},{"type":"b","queue":"q2","depends_on":["#0"]}]}`, "jobs[1].queue"},
+		{"two queues", `{"jobs":[{"type":"a","queue":"q1"},{"type":"b"},{"type":"b","queue":"q2"}]}`, "jobs[1].queue"},
 		{"missing dependency", `{"jobs":[{"type":"a"},{"type":"b","depends_on":["01JD0000000000000000000000"]}]}`, "jobs[1].depends_on[0]"},
-		{"missing dependency, two queues", `{"jobs":[{"type":"a","queue":"qa"},{"type":"b","queue":"qb","depends_on":["01JD0000000000000000000000"]}]}`, "jobs[1].depends_on[0]"},
+		{"missing dependency, new queue", `{"jobs":[{"type":"a","queue":"qa"},{"type":"b","queue":"qa","depends_on":["01JD0000000000000000000000"]}]}`, "jobs[1].depends_on[0]"},
 		{"job not an object", `{"jobs":[{"type":"a"},5]}`, "jobs[1]"},
 		{"unknown top-level field", `{"jobz":[]}`, "jobz"},
 		{"jobs not a list", `{"jobs":{}}`, "jobs"},

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -63,16 +64,23 @@ type client struct {
 	send     chan []byte
 	dropped  chan struct{} // closed when the hub drops the client
 	dropOnce sync.Once
-	cancel   context.CancelFunc // ends the connection's context: aborts a blocked write
+	cancel   context.CancelFunc // ends the connection's context
+	raw      net.Conn           // the socket: closing it ends any write at once
 }
 
-// abortAfter cuts the connection off after d, whatever it is doing.
+// abort cuts the connection off, whatever it is doing.
+func (c *client) abort() {
+	c.cancel()
+	_ = c.raw.Close()
+}
+
+// abortAfter cuts the connection off after d.
 func (c *client) abortAfter(d time.Duration) {
 	if d <= 0 {
-		c.cancel()
+		c.abort()
 		return
 	}
-	time.AfterFunc(d, c.cancel)
+	time.AfterFunc(d, c.abort)
 }
 
 var (
@@ -103,7 +111,7 @@ func (s *Server) stream(c *gin.Context) {
 		fail(c, errNoStream)
 		return
 	}
-	w := &corkingWriter{ResponseWriter: c.Writer}
+	w := &corkingWriter{ResponseWriter: c.Writer, timeout: s.hub.opts.WriteTimeout}
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		OriginPatterns:  s.cfg.AllowedOrigins,
 		CompressionMode: websocket.CompressionDisabled,
@@ -125,7 +133,7 @@ func (h *hub) serve(ctx context.Context, conn *websocket.Conn, cork *corkConn, f
 	ctx = conn.CloseRead(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c := &client{filter: f, send: make(chan []byte, h.opts.ClientBuffer), dropped: make(chan struct{}), cancel: cancel}
+	c := &client{filter: f, send: make(chan []byte, h.opts.ClientBuffer), dropped: make(chan struct{}), cancel: cancel, raw: cork.Conn}
 	if !h.add(c) {
 		_ = conn.Close(websocket.StatusGoingAway, "server shutting down")
 		return
@@ -138,9 +146,10 @@ func (h *hub) serve(ctx context.Context, conn *websocket.Conn, cork *corkConn, f
 	var keepalive sync.WaitGroup
 	defer keepalive.Wait()
 	defer cancel()
-	keepalive.Go(func() { h.keepalive(ctx, conn, cancel) })
-	// Writes take a context that never ends: a stuck write is cut off by
-	// ending ctx, which closes the connection through CloseRead's reader.
+	keepalive.Go(func() { h.keepalive(ctx, conn, c.abort) })
+	// Writes take a context that never ends (ending it mid-frame would
+	// corrupt the stream); the socket's write deadline bounds each write,
+	// and abort closes the socket under a stuck one.
 	wctx := context.WithoutCancel(ctx)
 	for {
 		select {
@@ -150,16 +159,24 @@ func (h *hub) serve(ctx context.Context, conn *websocket.Conn, cork *corkConn, f
 				return
 			}
 		case <-c.dropped:
-			_ = conn.Close(websocket.StatusTryAgainLater, fmt.Sprintf("too slow: more than %d messages behind", h.opts.ClientBuffer))
+			h.closeWith(conn, c, websocket.StatusTryAgainLater, fmt.Sprintf("too slow: more than %d messages behind", h.opts.ClientBuffer))
 			return
 		case <-h.leaving:
-			_ = conn.Close(websocket.StatusGoingAway, "server shutting down")
+			h.closeWith(conn, c, websocket.StatusGoingAway, "server shutting down")
 			return
 		case <-ctx.Done():
 			_ = conn.CloseNow()
 			return
 		}
 	}
+}
+
+// closeWith closes the connection with a status; the closing handshake
+// waits for the peer at most WriteTimeout, then the socket is closed.
+func (h *hub) closeWith(conn *websocket.Conn, c *client, code websocket.StatusCode, reason string) {
+	t := time.AfterFunc(h.opts.WriteTimeout, c.abort)
+	defer t.Stop()
+	_ = conn.Close(code, reason)
 }
 
 // writeRun writes msg and whatever else is queued for c (up to maxRun
@@ -188,7 +205,7 @@ func (h *hub) writeRun(ctx context.Context, conn *websocket.Conn, cork *corkConn
 
 // keepalive pings the client every PingInterval; a client that does not
 // answer within WriteTimeout is disconnected.
-func (h *hub) keepalive(ctx context.Context, conn *websocket.Conn, cancel context.CancelFunc) {
+func (h *hub) keepalive(ctx context.Context, conn *websocket.Conn, abort func()) {
 	t := time.NewTicker(h.opts.PingInterval)
 	defer t.Stop()
 	for {
@@ -201,7 +218,7 @@ func (h *hub) keepalive(ctx context.Context, conn *websocket.Conn, cancel contex
 		err := conn.Ping(pctx)
 		done()
 		if err != nil {
-			cancel()
+			abort()
 			return
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/gin-gonic/gin"
 )
@@ -15,11 +16,24 @@ const maxCork = 64 << 10
 // ("cork") while the stream writes a run of queued messages, then send
 // them with one system call. The websocket library flushes every message;
 // without corking a client fed 200 events a second costs 200 writes.
+// Every write to the socket carries a deadline (timeout), so a client that
+// stops reading can hold a writer no longer than that.
 type corkConn struct {
 	net.Conn
-	mu     sync.Mutex
-	corked bool
-	buf    []byte
+	timeout time.Duration
+	mu      sync.Mutex
+	corked  bool
+	buf     []byte
+}
+
+// write sends p to the socket under the write deadline.
+func (c *corkConn) write(p []byte) (int, error) {
+	if c.timeout > 0 {
+		if err := c.Conn.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
+			return 0, err
+		}
+	}
+	return c.Conn.Write(p)
 }
 
 // Write sends p, or keeps it while the connection is corked.
@@ -33,7 +47,7 @@ func (c *corkConn) Write(p []byte) (int, error) {
 	if err := c.flushLocked(); err != nil {
 		return 0, err
 	}
-	return c.Conn.Write(p)
+	return c.write(p)
 }
 
 // cork holds writes back until uncork.
@@ -55,7 +69,7 @@ func (c *corkConn) flushLocked() error {
 	if len(c.buf) == 0 {
 		return nil
 	}
-	_, err := c.Conn.Write(c.buf)
+	_, err := c.write(c.buf)
 	c.buf = c.buf[:0]
 	return err
 }
@@ -64,7 +78,8 @@ func (c *corkConn) flushLocked() error {
 // its Hijack wraps the hijacked connection in a corkConn.
 type corkingWriter struct {
 	gin.ResponseWriter
-	conn *corkConn
+	timeout time.Duration // the corkConn's write deadline
+	conn    *corkConn
 }
 
 // Hijack takes over the connection, writing through a corkConn.
@@ -76,6 +91,6 @@ func (w *corkingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err := brw.Flush(); err != nil {
 		return nil, nil, err
 	}
-	w.conn = &corkConn{Conn: nc}
+	w.conn = &corkConn{Conn: nc, timeout: w.timeout}
 	return w.conn, bufio.NewReadWriter(brw.Reader, bufio.NewWriterSize(w.conn, 4096)), nil
 }

@@ -131,6 +131,14 @@ func (c *Client) keysFor(queue string) *queueKeys {
 	return k
 }
 
+// registered reports whether this client registered queue in the last minute.
+func (c *Client) registered(queue string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	last, ok := c.known[queue]
+	return ok && c.opts.Now().Sub(last) < time.Minute
+}
+
 // register adds queue to the set of known queues, at most once a minute
 // per process.
 func (c *Client) register(ctx context.Context, queue string) error {

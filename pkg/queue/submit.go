@@ -50,11 +50,23 @@ func (e *DependencyError) Field(batch bool) string {
 	return f
 }
 
-// Submit stores jobs built by job.Spec.Build, all or nothing. A dependency
-// may name an earlier job of the same call as "#n". Jobs of one queue are
-// written by one script call; a batch over several queues is checked in full
-// before any queue is written. Concurrent single-job submits to one queue
-// share script calls (see coalescer).
+// MixedBatchError says that job Index of a batch is in another queue than
+// job 0: a batch is written by one script in its queue's slot, which is
+// what makes it all or nothing, so it must stay in one queue.
+type MixedBatchError struct {
+	Index        int
+	Queue, First string
+}
+
+func (e *MixedBatchError) Error() string {
+	return fmt.Sprintf("a batch must target one queue: job 0 is in %q, this one in %q", e.First, e.Queue)
+}
+
+// Submit stores jobs built by job.Spec.Build, all or nothing, in one
+// script call: every job must be in the same queue (MixedBatchError
+// otherwise). A dependency may name an earlier job of the same call as
+// "#n". Concurrent single-job submits to one queue share script calls (see
+// coalescer).
 func (c *Client) Submit(ctx context.Context, jobs []*job.Job) ([]Submitted, error) {
 	if len(jobs) == 1 && len(jobs[0].DependsOn) == 0 {
 		if err := c.register(ctx, jobs[0].Queue); err != nil {
@@ -66,35 +78,37 @@ func (c *Client) Submit(ctx context.Context, jobs []*job.Job) ([]Submitted, erro
 		}
 		return []Submitted{s}, nil
 	}
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	idx := make([]int, len(jobs))
+	for i, j := range jobs {
+		if j.Queue != jobs[0].Queue {
+			return nil, &MixedBatchError{Index: i, Queue: j.Queue, First: jobs[0].Queue}
+		}
+		idx[i] = i
+	}
 	if err := resolveBatchRefs(jobs); err != nil {
 		return nil, err
 	}
-	byQueue := map[string][]int{}
-	var order []string
-	for i, j := range jobs {
-		if _, ok := byQueue[j.Queue]; !ok {
-			order = append(order, j.Queue)
-		}
-		byQueue[j.Queue] = append(byQueue[j.Queue], i)
+	return c.submitQueue(ctx, jobs[0].Queue, jobs, idx, false)
+}
+
+// hasStoredDeps reports whether a job of idx depends on a job outside the
+// batch, which the submit script may find unusable.
+func hasStoredDeps(jobs []*job.Job, idx []int) bool {
+	inBatch := map[string]bool{}
+	for _, i := range idx {
+		inBatch[jobs[i].ID] = true
 	}
-	if len(order) > 1 {
-		for _, q := range order {
-			if _, err := c.submitQueue(ctx, q, jobs, byQueue[q], true); err != nil {
-				return nil, err
+	for _, i := range idx {
+		for _, d := range jobs[i].DependsOn {
+			if !inBatch[d] {
+				return true
 			}
 		}
 	}
-	out := make([]Submitted, len(jobs))
-	for _, q := range order {
-		res, err := c.submitQueue(ctx, q, jobs, byQueue[q], false)
-		if err != nil {
-			return nil, err
-		}
-		for n, i := range byQueue[q] {
-			out[i] = res[n]
-		}
-	}
-	return out, nil
+	return false
 }
 
 // resolveBatchRefs replaces "#n" dependencies with the id of job n.
@@ -166,9 +180,15 @@ func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*j
 	k := c.keysFor(queue)
 	// Register the queue before writing to it: pollers and writers find
 	// queues through this set, so a job must never exist in an unlisted
-	// queue (a crash right after the script would strand it). A rejected
-	// submit may leave an empty queue listed; that is harmless.
+	// queue (a crash right after the script would strand it). A submit the
+	// script may refuse (dependencies on existing jobs) is checked first,
+	// so that a rejected submit leaves no new queue behind.
 	if !dryRun {
+		if g == nil && !c.registered(queue) && hasStoredDeps(jobs, idx) {
+			if _, err := c.submitQueueGuarded(ctx, queue, jobs, idx, true, nil); err != nil {
+				return nil, err
+			}
+		}
 		if err := c.register(ctx, queue); err != nil {
 			return nil, err
 		}
