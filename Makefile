@@ -20,7 +20,7 @@ test:
 ## file, strict decoding against the Kubernetes API types); builds a pinned helm once
 test-deploy:
 	@export HELM=$$(bash scripts/install-helm.sh) && cd tools/deploycheck && \
-	$(GO) vet ./... && $(GO) test -count=1 ./...
+	CGO_ENABLED=0 $(GO) vet ./... && CGO_ENABLED=0 $(GO) test -count=1 ./...
 
 ## lint: gofmt, go vet, staticcheck
 lint:
