@@ -2,8 +2,6 @@ package history
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,33 +25,18 @@ type jobHash struct {
 	idempotencyKey string
 }
 
-// decodeJobHash reads the fields of a job hash (queue.JobKey) written by
-// the engine; nil when the hash is gone (pruned after its retention). The
-// engine exports no decoder, so this mirrors its field names.
+// decodeJobHash reads the fields of a job hash (queue.JobKey) with the
+// engine's decoder; nil when the hash is gone (pruned after its retention).
 func decodeJobHash(h map[string]string) *jobHash {
-	if len(h) == 0 || h["id"] == "" {
+	j := queue.DecodeJob(h)
+	if j == nil {
 		return nil
 	}
-	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
-	f64 := func(s string) float64 { f, _ := strconv.ParseFloat(s, 64); return f }
-	ms := func(s string) time.Time {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n == 0 {
-			return time.Time{}
-		}
-		return time.UnixMilli(n).UTC()
+	return &jobHash{
+		state: j.State, payload: string(j.Payload), result: string(j.Result), priority: string(j.Priority),
+		maxAttempts: j.MaxAttempts, timeout: j.TimeoutSeconds, backoff: j.Backoff,
+		runAt: j.RunAt, createdAt: j.CreatedAt, dependsOn: j.DependsOn, idempotencyKey: j.IdempotencyKey,
 	}
-	j := &jobHash{
-		state: job.State(h["state"]), payload: h["payload"], result: h["result"],
-		priority: h["priority"], maxAttempts: atoi(h["max_attempts"]), timeout: atoi(h["timeout"]),
-		backoff:   job.Backoff{BaseSeconds: f64(h["backoff_base"]), MaxSeconds: f64(h["backoff_max"])},
-		runAt:     ms(h["run_at"]),
-		createdAt: ms(h["created_at"]), idempotencyKey: h["idempotency_key"],
-	}
-	if d := h["depends_on"]; d != "" {
-		j.dependsOn = strings.Split(d, ",")
-	}
-	return j
 }
 
 // fields returns the document fields the hash provides (not created_at,

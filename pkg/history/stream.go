@@ -3,10 +3,10 @@ package history
 import (
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
 )
 
 // streamEvent is one entry of a queue's event stream: the event, and where
@@ -17,42 +17,18 @@ type streamEvent struct {
 	version version // its position, comparable across the stream
 }
 
-// parseEntry decodes a stream entry written by the engine's Lua scripts
-// (fields job_id, queue, type, event, state, attempt, worker_id, error, at
-// in unix ms). queue names the stream's queue, in case the entry lacks it.
-func parseEntry(stream, queue string, m redis.XMessage) (*streamEvent, error) {
+// parseEntry decodes a stream entry (queue.ParseEvent) and places it in
+// its stream.
+func parseEntry(stream, q string, m redis.XMessage) (*streamEvent, error) {
 	v, err := parseVersion(m.ID)
 	if err != nil {
 		return nil, err
 	}
-	str := func(k string) string { s, _ := m.Values[k].(string); return s }
-	e := &streamEvent{stream: stream, version: v}
-	e.ID = m.ID
-	e.JobID = str("job_id")
-	e.Queue = str("queue")
-	if e.Queue == "" {
-		e.Queue = queue
-	}
-	e.Type = str("type")
-	e.Event.Event = job.EventType(str("event"))
-	e.State = job.State(str("state"))
-	e.WorkerID = str("worker_id")
-	e.Error = str("error")
-	if e.JobID == "" || e.Event.Event == "" {
-		return nil, fmt.Errorf("stream entry %s of %s lacks job_id or event", m.ID, stream)
-	}
-	if a := str("attempt"); a != "" {
-		if e.Attempt, err = strconv.Atoi(a); err != nil {
-			return nil, fmt.Errorf("stream entry %s of %s: bad attempt %q", m.ID, stream, a)
-		}
-	}
-	ms, err := strconv.ParseInt(str("at"), 10, 64)
+	e, err := queue.ParseEvent(q, m)
 	if err != nil {
-		// Fall back on the entry id's time, which Redis took from its clock.
-		ms = entryMillis(m.ID)
+		return nil, fmt.Errorf("%s: %w", stream, err)
 	}
-	e.At = time.UnixMilli(ms).UTC()
-	return e, nil
+	return &streamEvent{Event: e, stream: stream, version: v}, nil
 }
 
 // entryMillis returns the millisecond part of a stream entry id (0 when it

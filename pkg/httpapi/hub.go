@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -244,17 +243,16 @@ func (e *streamEvent) message() []byte {
 	return b
 }
 
-// parseEvent reads a stream entry written by the engine's Lua scripts.
-func parseEvent(msg redis.XMessage) *streamEvent {
-	str := func(k string) string { s, _ := msg.Values[k].(string); return s }
-	attempt, _ := strconv.Atoi(str("attempt"))
-	ms, _ := strconv.ParseInt(str("at"), 10, 64)
-	return &streamEvent{
-		ID: msg.ID, JobID: str("job_id"), Queue: str("queue"), Type: str("type"),
-		Event: job.EventType(str("event")), State: job.State(str("state")),
-		At: msTime(time.UnixMilli(ms).UTC()), Attempt: attempt,
-		Error: str("error"), WorkerID: str("worker_id"),
+// parseEvent reads a stream entry of queue with the engine's decoder.
+func parseEvent(queueName string, msg redis.XMessage) (*streamEvent, error) {
+	e, err := queue.ParseEvent(queueName, msg)
+	if err != nil {
+		return nil, err
 	}
+	return &streamEvent{
+		ID: e.ID, JobID: e.JobID, Queue: e.Queue, Type: e.Type, Event: e.Event, State: e.State,
+		At: msTime(e.At), Attempt: e.Attempt, Error: e.Error, WorkerID: e.WorkerID,
+	}, nil
 }
 
 // msTime is a time shown in RFC 3339 with milliseconds, in UTC.

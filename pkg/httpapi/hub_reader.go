@@ -111,7 +111,10 @@ func (h *hub) readOnce(ctx context.Context, cur *cursors, block time.Duration, b
 	full := false
 	for _, st := range res {
 		for _, msg := range st.Messages {
-			h.publish(parseEvent(msg))
+			// Entries carry their queue; the engine writes no other kind.
+			if e, err := parseEvent("", msg); err == nil {
+				h.publish(e)
+			}
 		}
 		if n := len(st.Messages); n > 0 {
 			cur.advance(st.Stream, st.Messages[n-1].ID)

@@ -2,12 +2,10 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sundialhq/sundial/pkg/job"
@@ -72,52 +70,11 @@ func (c *Client) getIn(ctx context.Context, k *queueKeys, id string) (*job.Job, 
 	if err != nil {
 		return nil, err
 	}
-	if len(h) == 0 {
+	j := DecodeJob(h)
+	if j == nil {
 		return nil, ErrNotFound
 	}
-	return decodeJob(h), nil
-}
-
-// decodeJob turns a job hash into a Job.
-func decodeJob(h map[string]string) *job.Job {
-	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
-	f64 := func(s string) float64 { f, _ := strconv.ParseFloat(s, 64); return f }
-	ts := func(s string) time.Time { n, _ := strconv.ParseInt(s, 10, 64); return msTime(n) }
-	opt := func(s string) *time.Time {
-		if s == "" {
-			return nil
-		}
-		t := ts(s)
-		return &t
-	}
-	j := &job.Job{
-		ID:             h["id"],
-		Queue:          h["queue"],
-		Type:           h["type"],
-		Priority:       job.Priority(h["priority"]),
-		State:          job.State(h["state"]),
-		Attempt:        atoi(h["attempt"]),
-		MaxAttempts:    atoi(h["max_attempts"]),
-		TimeoutSeconds: atoi(h["timeout"]),
-		Backoff:        job.Backoff{BaseSeconds: f64(h["backoff_base"]), MaxSeconds: f64(h["backoff_max"])},
-		RunAt:          ts(h["run_at"]),
-		IdempotencyKey: h["idempotency_key"],
-		CreatedAt:      ts(h["created_at"]),
-		StartedAt:      opt(h["started_at"]),
-		FinishedAt:     opt(h["finished_at"]),
-		WorkerID:       h["worker_id"],
-		LastError:      h["last_error"],
-	}
-	if p := h["payload"]; p != "" {
-		j.Payload = json.RawMessage(p)
-	}
-	if r := h["result"]; r != "" {
-		j.Result = json.RawMessage(r)
-	}
-	if d := h["depends_on"]; d != "" {
-		j.DependsOn = strings.Split(d, ",")
-	}
-	return j
+	return j, nil
 }
 
 // QueueStats is a queue's counts, as GET /v1/queues reports them.
@@ -256,8 +213,8 @@ func (c *Client) Dead(ctx context.Context, queue string, limit int, cursor strin
 	}
 	out := make([]*job.Job, 0, len(cmds))
 	for _, cmd := range cmds {
-		if h := cmd.Val(); len(h) > 0 {
-			out = append(out, decodeJob(h))
+		if j := DecodeJob(cmd.Val()); j != nil {
+			out = append(out, j)
 		}
 	}
 	return out, next, nil

@@ -1,0 +1,98 @@
+package queue
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/pkg/job"
+)
+
+// The engine's two record formats are decoded here and only here: the job
+// hash (written by submit.lua and the transitions) and the event stream
+// entry (written by emit in lua/lib.lua).
+
+// DecodeJob turns a job hash (JobKey), or the fields of it that were read,
+// into a Job. It returns nil when the hash is gone (no "id" field).
+func DecodeJob(h map[string]string) *job.Job {
+	if h["id"] == "" {
+		return nil
+	}
+	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
+	f64 := func(s string) float64 { f, _ := strconv.ParseFloat(s, 64); return f }
+	ts := func(s string) time.Time { n, _ := strconv.ParseInt(s, 10, 64); return msTime(n) }
+	opt := func(s string) *time.Time {
+		if s == "" {
+			return nil
+		}
+		t := ts(s)
+		return &t
+	}
+	j := &job.Job{
+		ID:             h["id"],
+		Queue:          h["queue"],
+		Type:           h["type"],
+		Priority:       job.Priority(h["priority"]),
+		State:          job.State(h["state"]),
+		Attempt:        atoi(h["attempt"]),
+		MaxAttempts:    atoi(h["max_attempts"]),
+		TimeoutSeconds: atoi(h["timeout"]),
+		Backoff:        job.Backoff{BaseSeconds: f64(h["backoff_base"]), MaxSeconds: f64(h["backoff_max"])},
+		IdempotencyKey: h["idempotency_key"],
+		StartedAt:      opt(h["started_at"]),
+		FinishedAt:     opt(h["finished_at"]),
+		WorkerID:       h["worker_id"],
+		LastError:      h["last_error"],
+	}
+	if s := h["run_at"]; s != "" {
+		j.RunAt = ts(s)
+	}
+	if s := h["created_at"]; s != "" {
+		j.CreatedAt = ts(s)
+	}
+	if p := h["payload"]; p != "" {
+		j.Payload = json.RawMessage(p)
+	}
+	if r := h["result"]; r != "" {
+		j.Result = json.RawMessage(r)
+	}
+	if d := h["depends_on"]; d != "" {
+		j.DependsOn = strings.Split(d, ",")
+	}
+	return j
+}
+
+// ParseEvent decodes an entry of a queue's event stream (EventStreamKey).
+// queue names the stream's queue, in case the entry lacks it. An entry
+// without job id or event is an error; a missing time falls back on the
+// entry id's, which Redis took from its clock.
+func ParseEvent(queue string, m redis.XMessage) (job.Event, error) {
+	str := func(k string) string { s, _ := m.Values[k].(string); return s }
+	e := job.Event{
+		ID: m.ID, JobID: str("job_id"), Queue: str("queue"), Type: str("type"),
+		Event: job.EventType(str("event")), State: job.State(str("state")),
+		WorkerID: str("worker_id"), Error: str("error"),
+	}
+	if e.Queue == "" {
+		e.Queue = queue
+	}
+	if e.JobID == "" || e.Event == "" {
+		return e, fmt.Errorf("stream entry %s lacks job_id or event", m.ID)
+	}
+	if a := str("attempt"); a != "" {
+		n, err := strconv.Atoi(a)
+		if err != nil {
+			return e, fmt.Errorf("stream entry %s: bad attempt %q", m.ID, a)
+		}
+		e.Attempt = n
+	}
+	ms, err := strconv.ParseInt(str("at"), 10, 64)
+	if err != nil {
+		ms, _ = strconv.ParseInt(strings.SplitN(m.ID, "-", 2)[0], 10, 64)
+	}
+	e.At = msTime(ms)
+	return e, nil
+}
