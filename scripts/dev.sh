@@ -32,20 +32,34 @@ pkgs=(./services/api ./services/worker ./services/poller)
 [ -d cmd/sundial ] && pkgs+=(./cmd/sundial)
 go build -o "$state/bin/" "${pkgs[@]}"
 
-pids=()
+pids=()      # everything started, in order
+stage1=()    # API and workers: stopped first, and waited for (they report outcomes)
+stage2=()    # poller (writes the history of what stage 1 reported)
+stage3=()    # the MongoDB stand-in; Redis is stopped last of all
+redis_pid=""
+stop_wait() { # pids…: SIGTERM, then wait for each to exit
+  local p
+  for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "$@"; do while kill -0 "$p" 2>/dev/null; do sleep 0.1; done; done
+}
 cleanup() {
   trap - INT TERM EXIT
-  say "stopping"
-  # Reverse order: workers and API first (graceful), Redis last.
-  for ((i=${#pids[@]}-1; i>=0; i--)); do kill -TERM "${pids[$i]}" 2>/dev/null || true; done
+  say "stopping: API and workers, then the poller, then MongoDB, then Redis"
+  stop_wait "${stage1[@]}"
+  stop_wait "${stage2[@]}"
+  stop_wait "${stage3[@]}"
+  [ -n "$redis_pid" ] && stop_wait "$redis_pid"
   wait 2>/dev/null || true
 }
 trap cleanup INT TERM EXIT
 
-start() { # name, command…
-  local name=$1; shift
+start() { # stage (1, 2, 3 or redis), name, command…
+  local stage=$1 name=$2; shift 2
   "$@" >>"$state/logs/$name.log" 2>&1 &
   pids+=($!)
+  case $stage in
+    1) stage1+=($!) ;; 2) stage2+=($!) ;; 3) stage3+=($!) ;; redis) redis_pid=$! ;;
+  esac
   echo "  $name (pid $!, log .local/logs/$name.log)"
 }
 
@@ -57,7 +71,7 @@ wait_for() { # description, command… (up to 60 s)
 }
 
 say "starting Redis on 127.0.0.1:$redis_port"
-start redis redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$state/redis" \
+start redis redis redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$state/redis" \
   --appendonly yes --appendfsync everysec --save ""
 wait_for "Redis" redis-cli -p "$redis_port" ping
 export SUNDIAL_REDIS_URL="redis://127.0.0.1:$redis_port/0"
@@ -71,7 +85,7 @@ if [ "${SUNDIAL_DEV_NO_MONGO:-}" != 1 ] && [ -f scripts/mongo-standin.sh ]; then
   say "building the MongoDB stand-in (FerretDB; about 5 minutes the first time, cached after)"
   bash scripts/mongo-standin.sh build
   say "starting the MongoDB stand-in (FerretDB on PostgreSQL) on 127.0.0.1:$mongo_port"
-  start mongo bash scripts/mongo-standin.sh --port "$mongo_port"
+  start 3 mongo bash scripts/mongo-standin.sh --port "$mongo_port"
   wait_for "the MongoDB stand-in" bash -c "exec 3<>/dev/tcp/127.0.0.1/$mongo_port"
   export SUNDIAL_MONGO_URI="mongodb://127.0.0.1:$mongo_port"
 else
@@ -80,10 +94,10 @@ else
 fi
 
 say "starting the API, a poller and two workers"
-start api "$state/bin/api"
-start poller "$state/bin/poller"
-SUNDIAL_WORKER_ID="$(hostname)-worker-1" start worker-1 "$state/bin/worker"
-SUNDIAL_WORKER_ID="$(hostname)-worker-2" start worker-2 "$state/bin/worker"
+start 1 api "$state/bin/api"
+SUNDIAL_METRICS_ADDR=127.0.0.1:9091 start 2 poller "$state/bin/poller"
+SUNDIAL_WORKER_ID="$(hostname)-worker-1" SUNDIAL_METRICS_ADDR=127.0.0.1:9092 start 1 worker-1 "$state/bin/worker"
+SUNDIAL_WORKER_ID="$(hostname)-worker-2" SUNDIAL_METRICS_ADDR=127.0.0.1:9093 start 1 worker-2 "$state/bin/worker"
 wait_for "the API" bash -c "exec 3<>/dev/tcp/${SUNDIAL_HTTP_ADDR%:*}/${SUNDIAL_HTTP_ADDR##*:}"
 
 cat <<MSG
@@ -93,6 +107,7 @@ $(say "Sundial is running: http://$SUNDIAL_HTTP_ADDR/  (live page)")
   CLI:      .local/bin/sundial queues
   Try:      curl -s -XPOST http://$SUNDIAL_HTTP_ADDR/v1/jobs -H 'Content-Type: application/json' \\
               -d '{"type":"sundial.echo","payload":{"hello":"world"}}'
+  Metrics:  poller http://127.0.0.1:9091/metrics, workers :9092 and :9093
   Logs:     .local/logs/
 Press Ctrl-C to stop.
 MSG

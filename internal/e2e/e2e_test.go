@@ -111,6 +111,8 @@ func serviceEnv(srv *queuetest.Server, extra ...string) []string {
 		"SUNDIAL_REDIS_URL=" + srv.URL(),
 		"SUNDIAL_LOG_LEVEL=warn",
 		"SUNDIAL_LEASE_GRACE=200ms",
+		"SUNDIAL_LEASE_TTL=1s",
+		"SUNDIAL_METRICS_ADDR=127.0.0.1:0",
 		"SUNDIAL_HEARTBEAT_INTERVAL=200ms",
 	}, extra...)
 }
