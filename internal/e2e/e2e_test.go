@@ -5,105 +5,29 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/internal/proctest"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 )
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
-// binary builds the services once per test run and returns the path of one.
-func binary(t *testing.T, name string) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "sundial-e2e-bin")
-		if buildErr != nil {
-			return
-		}
-		out, err := exec.Command("go", "build", "-o", binDir+"/", "../../services/worker", "../../services/poller").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return filepath.Join(binDir, name)
-}
+func binary(t *testing.T, name string) string { return proctest.Binary(t, name) }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	proctest.Cleanup()
 	os.Exit(code)
 }
 
-// proc is a service process started by a test.
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  *strings.Builder
-	mu   sync.Mutex
-}
-
-func startProc(t *testing.T, bin string, env ...string) *proc {
+func startProc(t *testing.T, bin string, env ...string) *proctest.Proc {
 	t.Helper()
-	p := &proc{done: make(chan struct{}), log: &strings.Builder{}}
-	p.cmd = exec.Command(bin)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	w := &lockedWriter{p: p}
-	p.cmd.Stdout, p.cmd.Stderr = w, w
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			t.Logf("%s output:\n%s", filepath.Base(bin), p.output())
-		}
-	})
-	return p
-}
-
-type lockedWriter struct{ p *proc }
-
-func (w *lockedWriter) Write(b []byte) (int, error) {
-	w.p.mu.Lock()
-	defer w.p.mu.Unlock()
-	return w.p.log.Write(b)
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.log.String()
-}
-
-func (p *proc) kill() {
-	select {
-	case <-p.done:
-	default:
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-	}
+	return proctest.Start(t, bin, env...)
 }
 
 func serviceEnv(srv *queuetest.Server, extra ...string) []string {
@@ -200,7 +124,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 		}
 		return false
 	})
-	victim.kill()
+	victim.Kill()
 
 	waitAllFinal(t, q, jobs, 60*time.Second)
 	counts := eventCounts(t, rdb, "default")
@@ -294,15 +218,10 @@ func TestWorkerSIGTERMGivesLeasesBack(t *testing.T) {
 		st, _ := q.Stats(context.Background(), "default")
 		return len(st) == 1 && st[0].Active == 5
 	})
-	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-w.done:
-	case <-time.After(15 * time.Second):
+	if !w.Signal(syscall.SIGTERM, 15*time.Second) {
 		t.Fatal("worker did not exit after SIGTERM")
 	}
-	if code := w.cmd.ProcessState.ExitCode(); code != 0 {
+	if code := w.ExitCode(); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
 	for _, j := range jobs {

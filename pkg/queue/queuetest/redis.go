@@ -24,6 +24,7 @@ type Server struct {
 	t    testing.TB
 	dir  string
 	port int
+	args []string // extra redis-server arguments
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -32,7 +33,12 @@ type Server struct {
 // Start launches a redis-server with AOF persistence (appendfsync everysec)
 // for t and stops it when t ends. Without redis-server on PATH the test is
 // skipped, except under CI=true where that is a failure.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB) *Server { t.Helper(); return StartWith(t) }
+
+// StartWith is Start with extra redis-server arguments, e.g.
+// "--appendfsync", "always" for a server whose acknowledged writes survive
+// kill -9.
+func StartWith(t testing.TB, args ...string) *Server {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -40,7 +46,7 @@ func Start(t testing.TB) *Server {
 		}
 		t.Skip("redis-server not found on PATH; install redis-server to run this test")
 	}
-	s := &Server{t: t, dir: t.TempDir(), port: freePort(t)}
+	s := &Server{t: t, dir: t.TempDir(), port: freePort(t), args: args}
 	s.start()
 	t.Cleanup(s.Kill)
 	return s
@@ -66,6 +72,7 @@ func (s *Server) start() {
 		"--dir", s.dir, "--appendonly", "yes", "--appendfsync", "everysec",
 		"--save", "", "--daemonize", "no", "--loglevel", "warning",
 		"--logfile", filepath.Join(s.dir, "redis.log"))
+	cmd.Args = append(cmd.Args, s.args...)
 	// Pdeathsig: a test binary killed by its timeout takes the server along.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
