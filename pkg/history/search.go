@@ -124,13 +124,16 @@ func (s *Store) Job(ctx context.Context, id string) (*job.Job, error) {
 	return d.job(), nil
 }
 
-// Events returns the recorded events of job id, oldest first, or
-// ErrNotFound when there are none. Their type is the job document's.
+// Events returns the recorded events of job id in the order the engine
+// wrote them, or ErrNotFound when there are none. Their type is the job
+// document's. The order is the stream's (the _id holds the queue and the
+// stream position), not the events' times: those come from the clocks of
+// different hosts and share milliseconds.
 func (s *Store) Events(ctx context.Context, jobID string) ([]job.Event, error) {
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
 	cur, err := s.events.Find(ctx, bson.D{{Key: fJobID, Value: jobID}},
-		options.Find().SetSort(bson.D{{Key: fAt, Value: 1}, {Key: fID, Value: 1}}))
+		options.Find().SetSort(bson.D{{Key: fID, Value: 1}}))
 	if err != nil {
 		return nil, fmt.Errorf("history: events: %w", err)
 	}

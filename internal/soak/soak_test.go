@@ -1,0 +1,679 @@
+// Package soak is Sundial's fault soak: the real binaries (two APIs, two
+// pollers with the history writer, two workers) on loopback, under steady
+// load of every kind of job, while faults are injected at random: kill -9
+// and restart of workers, pollers, APIs and Redis (AOF, fsync always),
+// SIGTERM of workers with jobs in flight, MongoDB stopped for a while. At
+// the end every acknowledged job is accounted for, in Redis and in the
+// history.
+//
+//	go test ./internal/soak -run TestSoak -v                                   # CI: 45 s
+//	SUNDIAL_SOAK_DURATION=10m SUNDIAL_SOAK_SEED=7 go test ./internal/soak -run TestSoak -v -timeout 30m
+package soak
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sundialhq/sundial/internal/mongotest"
+	"github.com/sundialhq/sundial/internal/proctest"
+	"github.com/sundialhq/sundial/pkg/history"
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/queue/queuetest"
+)
+
+func TestMain(m *testing.M) {
+	code := mongotest.Run(m)
+	proctest.Cleanup()
+	os.Exit(code)
+}
+
+const (
+	soakQueue  = "soak"
+	schedQueue = "soak-sched"
+)
+
+// kind is a kind of job the soak submits and the final state it must reach.
+type kind struct {
+	name  string
+	final job.State
+	specs func(r *rand.Rand) []map[string]any // one job, or a batch (dependencies)
+}
+
+var kinds = []kind{
+	{"fast", job.Succeeded, func(r *rand.Rand) []map[string]any {
+		return []map[string]any{{"type": "sundial.echo", "payload": map[string]any{"n": r.Int()}}}
+	}},
+	{"slow", job.Succeeded, func(r *rand.Rand) []map[string]any {
+		return []map[string]any{{"type": "sundial.sleep", "payload": map[string]any{"ms": 200 + r.IntN(1300)}, "max_attempts": 25,
+			"backoff": map[string]any{"base_seconds": 0.05, "max_seconds": 0.5}}}
+	}},
+	{"flaky", job.Succeeded, func(r *rand.Rand) []map[string]any {
+		return []map[string]any{{"type": "sundial.fail", "payload": map[string]any{"times": 1 + r.IntN(2)}, "max_attempts": 25,
+			"backoff": map[string]any{"base_seconds": 0.05, "max_seconds": 0.5}}}
+	}},
+	{"doomed", job.Dead, func(r *rand.Rand) []map[string]any {
+		return []map[string]any{{"type": "sundial.fail", "payload": map[string]any{"times": 1000}, "max_attempts": 2,
+			"backoff": map[string]any{"base_seconds": 0.05, "max_seconds": 0.1}}}
+	}},
+	{"delayed", job.Succeeded, func(r *rand.Rand) []map[string]any {
+		return []map[string]any{{"type": "sundial.echo", "delay_seconds": 0.2 + 2*r.Float64(), "max_attempts": 25}}
+	}},
+	{"cancelled", job.Cancelled, func(r *rand.Rand) []map[string]any {
+		return []map[string]any{{"type": "sundial.echo", "delay_seconds": 3600}}
+	}},
+	{"chain", job.Succeeded, func(r *rand.Rand) []map[string]any {
+		return []map[string]any{
+			{"type": "sundial.echo", "max_attempts": 25},
+			{"type": "sundial.sleep", "payload": map[string]any{"ms": 50}, "depends_on": []string{"#0"}, "max_attempts": 25},
+			{"type": "sundial.echo", "depends_on": []string{"#1"}, "max_attempts": 25},
+		}
+	}},
+}
+
+// settings are the soak's knobs, from the environment.
+type settings struct {
+	duration time.Duration
+	seed     uint64
+	rate     int // jobs submitted per second
+}
+
+func loadSettings(t *testing.T) settings {
+	s := settings{duration: 45 * time.Second, seed: uint64(time.Now().UnixNano()), rate: 40}
+	if v := os.Getenv("SUNDIAL_SOAK_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("SUNDIAL_SOAK_DURATION: %v", err)
+		}
+		s.duration = d
+	}
+	if v := os.Getenv("SUNDIAL_SOAK_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("SUNDIAL_SOAK_SEED: %v", err)
+		}
+		s.seed = n
+	}
+	if v := os.Getenv("SUNDIAL_SOAK_RATE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("SUNDIAL_SOAK_RATE: must be a positive number")
+		}
+		s.rate = n
+	}
+	return s
+}
+
+// stack is the system under test.
+type stack struct {
+	redis   *queuetest.Server
+	mongo   *mongotest.Server
+	apis    []*proctest.Proc
+	urls    []string
+	workers []*proctest.Proc
+	pollers []*proctest.Proc
+	db      string // the history's MongoDB database
+	http    *http.Client
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func startStack(t *testing.T) *stack {
+	s := &stack{
+		redis: queuetest.StartWith(t, "--appendfsync", "always"),
+		mongo: mongotest.NewServer(t),
+		http:  &http.Client{Timeout: 5 * time.Second},
+		db:    mongotest.DBName(t),
+	}
+	common := []string{
+		"SUNDIAL_REDIS_URL=" + s.redis.URL(),
+		"SUNDIAL_MONGO_URI=" + s.mongo.URI(),
+		"SUNDIAL_MONGO_DB=" + s.db,
+		"SUNDIAL_LOG_LEVEL=warn",
+		"SUNDIAL_LEASE_TTL=1s",
+		"SUNDIAL_LEASE_GRACE=300ms",
+		"SUNDIAL_HEARTBEAT_INTERVAL=300ms",
+		"SUNDIAL_METRICS_ADDR=127.0.0.1:0",
+		"SUNDIAL_SHUTDOWN_TIMEOUT=2s",
+		"SUNDIAL_RATE_LIMIT=0",
+		"SUNDIAL_QUEUES=" + soakQueue + "," + schedQueue,
+		"SUNDIAL_CONCURRENCY=20",
+	}
+	env := func(extra ...string) []string { return append(slices.Clone(common), extra...) }
+	for i := 0; i < 2; i++ {
+		addr := freeAddr(t)
+		s.apis = append(s.apis, proctest.Start(t, proctest.Binary(t, "api"), env("SUNDIAL_HTTP_ADDR="+addr)...))
+		s.urls = append(s.urls, "http://"+addr)
+		s.pollers = append(s.pollers, proctest.Start(t, proctest.Binary(t, "poller"), env()...))
+		s.workers = append(s.workers, proctest.Start(t, proctest.Binary(t, "worker"), env(fmt.Sprintf("SUNDIAL_WORKER_ID=soak-worker-%d", i))...))
+	}
+	for _, u := range s.urls {
+		queuetest.Eventually(t, 30*time.Second, "the API at "+u, func() bool {
+			res, err := s.http.Get(u + "/readyz")
+			if err != nil {
+				return false
+			}
+			res.Body.Close()
+			return res.StatusCode == http.StatusOK
+		})
+	}
+	return s
+}
+
+// call sends one request to one of the APIs, trying the others and again
+// until one answers something else than a transport error or 503, or the
+// deadline passes. It returns the status and the body.
+func (s *stack) call(method, path string, body any, deadline time.Duration) (int, []byte, error) {
+	var payload []byte
+	if body != nil {
+		payload, _ = json.Marshal(body)
+	}
+	end := time.Now().Add(deadline)
+	var lastErr error
+	for i := 0; time.Now().Before(end); i++ {
+		req, _ := http.NewRequest(method, s.urls[i%len(s.urls)]+path, bytes.NewReader(payload))
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		res, err := s.http.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusServiceUnavailable {
+				return res.StatusCode, b, nil
+			}
+			err = fmt.Errorf("503: %s", b)
+		}
+		lastErr = err
+		time.Sleep(time.Duration(20*min(i+1, 10)) * time.Millisecond)
+	}
+	return 0, nil, fmt.Errorf("%s %s: no answer before the deadline: %v", method, path, lastErr)
+}
+
+// tracked is an acknowledged job and the final state it must reach.
+type tracked struct {
+	id, kind string
+	final    job.State
+}
+
+// ledger records every acknowledged job.
+type ledger struct {
+	mu   sync.Mutex
+	jobs []tracked
+}
+
+func (l *ledger) add(ts ...tracked) {
+	l.mu.Lock()
+	l.jobs = append(l.jobs, ts...)
+	l.mu.Unlock()
+}
+
+// submit submits one job or batch of kind k with idempotency keys (so a
+// retry after a lost answer creates nothing twice) and records it once
+// acknowledged.
+func (s *stack) submit(t *testing.T, r *rand.Rand, k kind, seq string, l *ledger) ([]string, error) {
+	specs := k.specs(r)
+	for i, sp := range specs {
+		sp["queue"] = soakQueue
+		sp["idempotency_key"] = fmt.Sprintf("%s-%d", seq, i)
+	}
+	var ids []string
+	if len(specs) == 1 {
+		code, b, err := s.call("POST", "/v1/jobs", specs[0], 60*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		var j job.Job
+		if (code != http.StatusCreated && code != http.StatusOK) || json.Unmarshal(b, &j) != nil {
+			return nil, fmt.Errorf("submit: %d %s", code, b)
+		}
+		ids = []string{j.ID}
+	} else {
+		code, b, err := s.call("POST", "/v1/jobs/batch", map[string]any{"jobs": specs}, 60*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		var out struct{ Jobs []job.Job }
+		if code != http.StatusCreated || json.Unmarshal(b, &out) != nil {
+			return nil, fmt.Errorf("batch: %d %s", code, b)
+		}
+		for _, j := range out.Jobs {
+			ids = append(ids, j.ID)
+		}
+	}
+	for _, id := range ids {
+		l.add(tracked{id: id, kind: k.name, final: k.final})
+	}
+	if k.final == job.Cancelled {
+		code, b, err := s.call("POST", "/v1/jobs/"+ids[0]+"/cancel", map[string]any{}, 60*time.Second)
+		if err != nil || code != http.StatusOK {
+			return ids, fmt.Errorf("cancel %s: %d %s %v", ids[0], code, b, err)
+		}
+	}
+	return ids, nil
+}
+
+// fault is one kind of injected failure.
+type fault struct {
+	name   string
+	weight int
+	inject func(t *testing.T, s *stack, r *rand.Rand)
+}
+
+func pause(r *rand.Rand, lo, hi time.Duration) {
+	time.Sleep(lo + time.Duration(r.Int64N(int64(hi-lo))))
+}
+
+var faults = []fault{
+	{"worker kill -9", 3, func(t *testing.T, s *stack, r *rand.Rand) {
+		w := s.workers[r.IntN(len(s.workers))]
+		w.Kill()
+		pause(r, 200*time.Millisecond, 2*time.Second)
+		w.Restart(t)
+	}},
+	{"worker SIGTERM", 2, func(t *testing.T, s *stack, r *rand.Rand) {
+		w := s.workers[r.IntN(len(s.workers))]
+		if !w.Signal(syscall.SIGTERM, 10*time.Second) {
+			t.Errorf("a worker did not exit within 10 s of SIGTERM (shutdown timeout 2 s)")
+			w.Kill()
+		}
+		w.Restart(t)
+	}},
+	{"poller kill -9", 2, func(t *testing.T, s *stack, r *rand.Rand) {
+		p := s.pollers[r.IntN(len(s.pollers))]
+		p.Kill()
+		pause(r, 200*time.Millisecond, 2*time.Second)
+		p.Restart(t)
+	}},
+	{"api kill -9", 2, func(t *testing.T, s *stack, r *rand.Rand) {
+		a := s.apis[r.IntN(len(s.apis))]
+		a.Kill()
+		pause(r, 200*time.Millisecond, time.Second)
+		a.Restart(t)
+	}},
+	{"redis kill -9", 2, func(t *testing.T, s *stack, r *rand.Rand) {
+		s.redis.Kill()
+		pause(r, 100*time.Millisecond, time.Second)
+		s.redis.Restart()
+	}},
+	{"mongodb down", 1, func(t *testing.T, s *stack, r *rand.Rand) {
+		s.mongo.Kill()
+		pause(r, time.Second, 5*time.Second)
+		s.mongo.Start()
+	}},
+}
+
+// probe submits an echo job and returns how long it took to succeed: the
+// time the system needs to serve again after a fault.
+func (s *stack) probe(t *testing.T, r *rand.Rand, seq string, l *ledger) time.Duration {
+	begin := time.Now()
+	ids, err := s.submit(t, r, kinds[0], seq, l)
+	if err != nil {
+		t.Errorf("probe submit: %v", err)
+		return -1
+	}
+	for time.Since(begin) < 2*time.Minute {
+		code, b, err := s.call("GET", "/v1/jobs/"+ids[0], nil, 30*time.Second)
+		var j job.Job
+		if err == nil && code == http.StatusOK && json.Unmarshal(b, &j) == nil && j.State == job.Succeeded {
+			return time.Since(begin)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("probe %s did not succeed within 2 minutes", ids[0])
+	return -1
+}
+
+func TestSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the soak runs for a while; not in -short")
+	}
+	cfg := loadSettings(t)
+	t.Logf("soak: seed %d, %v, %d jobs/s (replay: SUNDIAL_SOAK_SEED=%d)", cfg.seed, cfg.duration, cfg.rate, cfg.seed)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("soak FAILED with seed %d: replay with SUNDIAL_SOAK_SEED=%d SUNDIAL_SOAK_DURATION=%v", cfg.seed, cfg.seed, cfg.duration)
+		}
+	})
+	s := startStack(t)
+	l := &ledger{}
+
+	// A schedule fires a job every second into its own queue throughout.
+	code, b, err := s.call("PUT", "/v1/schedules/soak-tick", map[string]any{
+		"every_seconds": 1, "job": map[string]any{"queue": schedQueue, "type": "sundial.echo", "max_attempts": 25},
+	}, 30*time.Second)
+	if err != nil || code != http.StatusCreated {
+		t.Fatalf("create schedule: %d %s %v", code, b, err)
+	}
+
+	stop := make(chan struct{})
+	var load sync.WaitGroup
+	var submitErrs sync.Map
+	const producers = 4
+	for p := 0; p < producers; p++ {
+		load.Add(1)
+		go func(p int) {
+			defer load.Done()
+			r := rand.New(rand.NewPCG(cfg.seed, uint64(p)+1))
+			tick := time.NewTicker(time.Second * producers / time.Duration(cfg.rate))
+			defer tick.Stop()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				k := kinds[r.IntN(len(kinds))]
+				if _, err := s.submit(t, r, k, fmt.Sprintf("p%d-%d", p, n), l); err != nil {
+					submitErrs.Store(fmt.Sprintf("p%d-%d", p, n), err)
+				}
+			}
+		}(p)
+	}
+
+	// Faults, one at a time, each followed by a probe.
+	r := rand.New(rand.NewPCG(cfg.seed, 0))
+	counts := map[string]int{}
+	recovery := map[string][]time.Duration{}
+	total := 0
+	for _, f := range faults {
+		total += f.weight
+	}
+	end := time.Now().Add(cfg.duration)
+	for n := 0; time.Now().Before(end); n++ {
+		pause(r, time.Second, 3*time.Second)
+		pick := r.IntN(total)
+		var f fault
+		for _, f = range faults {
+			if pick < f.weight {
+				break
+			}
+			pick -= f.weight
+		}
+		f.inject(t, s, r)
+		counts[f.name]++
+		recovery[f.name] = append(recovery[f.name], s.probe(t, r, fmt.Sprintf("probe-%d", n), l))
+	}
+	close(stop)
+	load.Wait()
+	submitErrs.Range(func(k, v any) bool {
+		t.Errorf("submit %v was never acknowledged: %v", k, v)
+		return true
+	})
+	if _, _, err := s.call("PATCH", "/v1/schedules/soak-tick", map[string]any{"enabled": false}, 30*time.Second); err != nil {
+		t.Errorf("disable schedule: %v", err)
+	}
+
+	rep := account(t, s, l)
+	rep.faults, rep.recovery = counts, recovery
+	rep.print(t, cfg)
+	if rep.lost > 0 || rep.wrong > 0 || rep.badHistory > 0 || rep.unrecordedDup > 0 || rep.ranAfterSuccess > 0 {
+		t.Fatalf("the soak found %d lost, %d in a wrong final state, %d with a broken history, %d unrecorded duplicate runs, %d runs after success",
+			rep.lost, rep.wrong, rep.badHistory, rep.unrecordedDup, rep.ranAfterSuccess)
+	}
+}
+
+// report is the soak's accounting.
+type report struct {
+	jobs            map[string]int
+	scheduled       int
+	lost, wrong     int
+	badHistory      int
+	dupAfterLease   int // runs that followed a recorded lease expiry
+	released        int // attempts given back by a stopping worker
+	unrecordedDup   int // a run following a run with no ending event
+	ranAfterSuccess int
+	faults          map[string]int
+	recovery        map[string][]time.Duration
+}
+
+// account waits for every job to reach a final state and for the history
+// to catch up, then checks each job in Redis and in MongoDB.
+func account(t *testing.T, s *stack, l *ledger) *report {
+	ctx := context.Background()
+	rdb := s.redis.Client()
+	q := queue.New(rdb, queue.Options{})
+	rep := &report{jobs: map[string]int{}}
+	l.mu.Lock()
+	jobs := slices.Clone(l.jobs)
+	l.mu.Unlock()
+
+	final := map[string]*job.Job{}
+	deadline := time.Now().Add(3 * time.Minute)
+	for _, tj := range jobs {
+		rep.jobs[tj.kind]++
+		for {
+			j, err := q.Get(ctx, tj.id)
+			if err == nil && j.State.Final() {
+				final[tj.id] = j
+				break
+			}
+			if time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for _, tj := range jobs {
+		j := final[tj.id]
+		switch {
+		case j == nil:
+			rep.lost++
+			t.Errorf("job %s (%s) lost or never finished", tj.id, tj.kind)
+		case j.State != tj.final:
+			rep.wrong++
+			t.Errorf("job %s (%s) ended %s, want %s (last error %q)", tj.id, tj.kind, j.State, tj.final, j.LastError)
+		}
+	}
+
+	// The history: wait until nothing waits, then check every job's events.
+	mc, err := history.Connect(s.mongo.URI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Disconnect(ctx)
+	store := history.NewStore(mc.Database(s.db), history.StoreOptions{})
+	mon := history.NewMonitor(q, history.MonitorConfig{})
+	queuetest.Eventually(t, 3*time.Minute, "the history writer to catch up", func() bool {
+		b, err := mon.Measure(ctx)
+		return err == nil && b.Events == 0
+	})
+	// Schedule-fired jobs, found in the history.
+	var sched []*job.Job
+	cursor := ""
+	for {
+		page, next, err := store.Search(ctx, history.Query{Queue: schedQueue, Limit: 500, Cursor: cursor})
+		if err != nil {
+			t.Fatalf("search scheduled jobs: %v", err)
+		}
+		sched = append(sched, page...)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	rep.scheduled = len(sched)
+	if len(sched) == 0 {
+		t.Errorf("the schedule fired no job")
+	}
+	for _, j := range sched {
+		jobs = append(jobs, tracked{id: j.ID, kind: "scheduled", final: job.Succeeded})
+		live, err := q.Get(ctx, j.ID)
+		if err != nil || live.State != job.Succeeded {
+			queuetest.Eventually(t, time.Minute, "scheduled job "+j.ID+" to succeed", func() bool {
+				live, err = q.Get(ctx, j.ID)
+				return err == nil && live.State == job.Succeeded
+			})
+		}
+		final[j.ID] = live
+	}
+	queuetest.Eventually(t, 3*time.Minute, "the history writer to catch up", func() bool {
+		b, err := mon.Measure(ctx)
+		return err == nil && b.Events == 0
+	})
+	for _, tj := range jobs {
+		j := final[tj.id]
+		if j == nil {
+			continue
+		}
+		evs, err := store.Events(ctx, tj.id)
+		if err != nil {
+			t.Fatalf("events of %s: %v", tj.id, err)
+		}
+		if problem := rep.checkEvents(j, evs); problem != "" {
+			rep.badHistory++
+			t.Errorf("job %s (%s): history %s: %s", tj.id, tj.kind, eventList(evs), problem)
+		}
+	}
+	return rep
+}
+
+func eventList(evs []job.Event) string {
+	var parts []string
+	for _, e := range evs {
+		parts = append(parts, fmt.Sprintf("%s/%s/%d", e.Event, e.State, e.Attempt))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// checkEvents walks a job's recorded events as the engine's state machine:
+// every transition must start from the state the previous event left, so a
+// missing event shows as a broken step. It counts duplicate runs by cause.
+func (rep *report) checkEvents(j *job.Job, evs []job.Event) string {
+	if len(evs) == 0 || evs[0].Event != job.EventSubmitted {
+		return "does not start with submitted"
+	}
+	state := evs[0].State
+	started, released, succeeded := 0, 0, false
+	ended := true // the last run ended with a recorded event
+	afterLease := false
+	for _, e := range evs[1:] {
+		from := state
+		switch e.Event {
+		case job.EventStarted:
+			if from != job.Queued {
+				return fmt.Sprintf("started from %s", from)
+			}
+			if succeeded {
+				rep.ranAfterSuccess++
+			}
+			if !ended {
+				rep.unrecordedDup++
+			}
+			if afterLease {
+				rep.dupAfterLease++
+				afterLease = false
+			}
+			started++
+			ended = false
+		case job.EventSucceeded:
+			if from != job.Active {
+				return fmt.Sprintf("succeeded from %s", from)
+			}
+			succeeded, ended = true, true
+		case job.EventFailed:
+			if from != job.Active {
+				return fmt.Sprintf("failed from %s", from)
+			}
+			ended = true
+		case job.EventLeaseExpired:
+			if from != job.Active {
+				return fmt.Sprintf("lease_expired from %s", from)
+			}
+			ended, afterLease = true, true
+		case job.EventDead:
+			if from != job.Active && from != job.Dead {
+				return fmt.Sprintf("dead from %s", from)
+			}
+			ended = true
+		case job.EventQueued:
+			if from == job.Active { // a stopping worker gave the lease back
+				released++
+				ended = true
+			} else if from != job.Scheduled && from != job.Waiting {
+				return fmt.Sprintf("queued from %s", from)
+			}
+		case job.EventScheduled:
+			if from != job.Waiting {
+				return fmt.Sprintf("scheduled from %s", from)
+			}
+		case job.EventCancelled:
+			if from.Final() {
+				return fmt.Sprintf("cancelled from %s", from)
+			}
+		default:
+			return fmt.Sprintf("unexpected event %s", e.Event)
+		}
+		state = e.State
+	}
+	rep.released += released
+	if state != j.State {
+		return fmt.Sprintf("history ends %s, Redis says %s", state, j.State)
+	}
+	if started-released != j.Attempt {
+		return fmt.Sprintf("%d starts and %d give-backs recorded, attempt is %d", started, released, j.Attempt)
+	}
+	return ""
+}
+
+func (rep *report) print(t *testing.T, cfg settings) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n== soak report (seed %d, %v, %d jobs/s)\n", cfg.seed, cfg.duration, cfg.rate)
+	total := rep.scheduled
+	names := make([]string, 0, len(rep.jobs))
+	for k := range rep.jobs {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(&b, "| jobs | count |\n|---|---|\n")
+	for _, k := range names {
+		fmt.Fprintf(&b, "| %s | %d |\n", k, rep.jobs[k])
+		total += rep.jobs[k]
+	}
+	fmt.Fprintf(&b, "| fired by the schedule | %d |\n| **total** | %d |\n\n", rep.scheduled, total)
+	fmt.Fprintf(&b, "| fault | count | recovery p50 | recovery max |\n|---|---|---|---|\n")
+	fnames := make([]string, 0, len(rep.faults))
+	for k := range rep.faults {
+		fnames = append(fnames, k)
+	}
+	sort.Strings(fnames)
+	for _, k := range fnames {
+		ds := slices.Clone(rep.recovery[k])
+		slices.Sort(ds)
+		p50, mx := time.Duration(0), time.Duration(0)
+		if len(ds) > 0 {
+			p50, mx = ds[len(ds)/2], ds[len(ds)-1]
+		}
+		fmt.Fprintf(&b, "| %s | %d | %v | %v |\n", k, rep.faults[k], p50.Round(time.Millisecond), mx.Round(time.Millisecond))
+	}
+	fmt.Fprintf(&b, "\n| outcome | count |\n|---|---|\n")
+	fmt.Fprintf(&b, "| lost | %d |\n| wrong final state | %d |\n| broken history | %d |\n", rep.lost, rep.wrong, rep.badHistory)
+	fmt.Fprintf(&b, "| runs again after a recorded lease expiry | %d |\n| attempts given back at shutdown | %d |\n", rep.dupAfterLease, rep.released)
+	fmt.Fprintf(&b, "| runs with no recorded cause | %d |\n| runs after success | %d |\n", rep.unrecordedDup, rep.ranAfterSuccess)
+	t.Log(b.String())
+	if p := os.Getenv("SUNDIAL_SOAK_REPORT"); p != "" {
+		_ = os.WriteFile(p, []byte(b.String()), 0o644)
+	}
+}
