@@ -18,6 +18,7 @@ export default tseslint.config(
   {
     files: ["e2e/**/*.mjs", "*.js"],
     extends: [js.configs.recommended],
-    languageOptions: { ecmaVersion: 2022, globals: globals.node },
+    // e2e code also runs functions inside the page (page.evaluate).
+    languageOptions: { ecmaVersion: 2022, globals: { ...globals.node, ...globals.browser } },
   },
 );

@@ -20,6 +20,8 @@ const queryClient = new QueryClient({
 });
 
 // One websocket per tab; lists refetch when live updates resume or the key changes.
+// window.__sundialLive lets the end-to-end run read what the page received.
+(window as unknown as { __sundialLive: typeof liveStore }).__sundialLive = liveStore;
 liveStore.connect({ base: location.href, token: getApiKey });
 liveStore.onResume(() => queryClient.invalidateQueries());
 onApiKeyChange(() => {

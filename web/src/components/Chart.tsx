@@ -34,11 +34,14 @@ export function Chart({ title, x, series, unit = "", height = 200, yMax }: Props
   const shape = series.map((s) => s.label).join("|");
   const data = useRef<uPlot.AlignedData>([[]]);
 
-  // Declared first so that it runs before the plot is built on mount.
+  // Declared first so that it runs before the plot is built on mount;
+  // redraws only when the parent computed new data.
+  const values = series.map((s) => s.values);
   useEffect(() => {
-    data.current = [x, ...series.map((s) => s.values)];
+    data.current = [x, ...values];
     plot.current?.setData(data.current);
-  });
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [x, ...values]);
 
   useEffect(() => {
     const el = box.current;

@@ -52,8 +52,8 @@ export function Layout({ children }: { children: ReactNode }) {
         <div className="top-right">
           <ConnectionIndicator />
           <PauseButton />
-          <button type="button" className="icon" onClick={() => setKeyOpen(true)} title="API key" aria-label="API key">
-            🔑
+          <button type="button" className="icon" onClick={() => setKeyOpen(true)} title="API key">
+            Key
           </button>
           <button
             type="button"

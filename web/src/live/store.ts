@@ -31,7 +31,7 @@ export class LiveStore {
   private now: () => number;
   private resumeListeners = new Set<Listener>();
 
-  constructor(now: () => number = Date.now) {
+  constructor(now: () => number = () => Date.now()) {
     this.now = now;
     this.snap = { data: this.live, status: { state: "closed", attempt: 0 }, paused: false, held: 0, stale: false };
   }

@@ -41,6 +41,8 @@ export function Jobs() {
   const id = params.get("id") ?? "";
   const queues = useLive((s) => s.data.stats?.queues);
   const liveJobs = useLive((s) => s.data.jobs);
+  // The filter's queue is listed before the stats arrive, so a reload keeps it selected.
+  const queueNames = [...new Set([...(queues ?? []).map((q) => q.name), ...(filter.queue ? [filter.queue] : [])])].sort();
   const qc = useQueryClient();
   const [selected, setSelected] = useState<Set<string>>(new Set());
   const [action, setAction] = useState<"cancel" | "retry" | null>(null);
@@ -59,20 +61,21 @@ export function Jobs() {
   const jobs: Job[] = useMemo(() => (id ? (one.data ? [one.data] : []) : (search.data?.pages.flatMap((p) => p.jobs) ?? [])), [id, one.data, search.data]);
 
   // Jobs the stream reported since the list was loaded that match the filter but are not listed.
-  const unseen = useMemo(() => {
+  const [fq, ft, fs] = [filter.queue, filter.type, filter.state];
+  const unseen = (() => {
     if (id) return 0;
     const listed = new Set(jobs.map((j) => j.id));
     const since = search.dataUpdatedAt;
     let n = 0;
     for (const e of liveJobs.values()) {
       if (listed.has(e.job_id) || Date.parse(e.at) < since) continue;
-      if (filter.queue && e.queue !== filter.queue) continue;
-      if (filter.type && e.type !== filter.type) continue;
-      if (filter.state && e.state !== filter.state) continue;
+      if (fq && e.queue !== fq) continue;
+      if (ft && e.type !== ft) continue;
+      if (fs && e.state !== fs) continue;
       n++;
     }
     return n;
-  }, [liveJobs, jobs, search.dataUpdatedAt, id, filter.queue, filter.type, filter.state]);
+  })();
 
   const doBulk = async () => {
     if (!action) return;
@@ -111,37 +114,36 @@ export function Jobs() {
           setSelected(new Set());
         }}
       >
-        <label>
-          Queue
-          <select name="queue" defaultValue={filter.queue ?? ""} key={"q" + (filter.queue ?? "")}>
+        <div className="filter">
+          <label htmlFor="f-queue">Queue</label>
+          <select id="f-queue" name="queue" defaultValue={filter.queue ?? ""} key={"q" + (filter.queue ?? "")}>
             <option value="">all</option>
-            {(queues ?? []).map((q) => <option key={q.name} value={q.name}>{q.name}</option>)}
-            {filter.queue && !(queues ?? []).some((q) => q.name === filter.queue) ? <option value={filter.queue}>{filter.queue}</option> : null}
+            {queueNames.map((q) => <option key={q} value={q}>{q}</option>)}
           </select>
-        </label>
-        <label>
-          Type
-          <input name="type" defaultValue={filter.type ?? ""} key={"t" + (filter.type ?? "")} placeholder="e.g. sundial.echo" />
-        </label>
-        <label>
-          State
-          <select name="state" defaultValue={filter.state ?? ""} key={"s" + (filter.state ?? "")}>
+        </div>
+        <div className="filter">
+          <label htmlFor="f-type">Type</label>
+          <input id="f-type" name="type" defaultValue={filter.type ?? ""} key={"t" + (filter.type ?? "")} placeholder="e.g. sundial.echo" />
+        </div>
+        <div className="filter">
+          <label htmlFor="f-state">State</label>
+          <select id="f-state" name="state" defaultValue={filter.state ?? ""} key={"s" + (filter.state ?? "")}>
             <option value="">any</option>
             {jobStates.map((s) => <option key={s} value={s}>{s}</option>)}
           </select>
-        </label>
-        <label>
-          Created from
-          <input type="datetime-local" name="from" defaultValue={toInput(filter.from ?? null)} key={"f" + (filter.from ?? "")} />
-        </label>
-        <label>
-          to
-          <input type="datetime-local" name="to" defaultValue={toInput(filter.to ?? null)} key={"o" + (filter.to ?? "")} />
-        </label>
-        <label>
-          Job id
-          <input name="id" defaultValue={id} key={"i" + id} className="mono" placeholder="01J…" />
-        </label>
+        </div>
+        <div className="filter">
+          <label htmlFor="f-created-from">Created from</label>
+          <input id="f-created-from" type="datetime-local" name="from" defaultValue={toInput(filter.from ?? null)} key={"f" + (filter.from ?? "")} />
+        </div>
+        <div className="filter">
+          <label htmlFor="f-to">to</label>
+          <input id="f-to" type="datetime-local" name="to" defaultValue={toInput(filter.to ?? null)} key={"o" + (filter.to ?? "")} />
+        </div>
+        <div className="filter">
+          <label htmlFor="f-job-id">Job id</label>
+          <input id="f-job-id" name="id" defaultValue={id} key={"i" + id} className="mono" placeholder="01J…" />
+        </div>
         <div className="filter-actions">
           <button type="submit" className="primary">Search</button>
           <button type="button" onClick={() => navigate("/jobs")}>Clear</button>

@@ -1,7 +1,7 @@
 // Create or edit a schedule, with checks as you type and the next five fire
 // times previewed by the API (POST /v1/schedules/preview).
 
-import { useEffect, useState } from "react";
+import { cloneElement, useEffect, useId, useState } from "react";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { Link, useLocation } from "wouter";
 import { api, ApiError, describeError } from "../api/client";
@@ -211,13 +211,15 @@ export function ScheduleForm({ id }: { id?: string }) {
   );
 }
 
-function Field({ label, error, hint, children }: { label: string; error?: string; hint?: string; children: React.ReactElement }) {
+function Field({ label, error, hint, children }: { label: string; error?: string; hint?: string; children: React.ReactElement<Record<string, unknown>> }) {
+  const id = useId();
+  const note = error ?? hint;
   return (
-    <label className={error ? "field invalid" : "field"}>
-      <span className="field-label">{label}</span>
-      {children}
-      {error ? <span className="field-error" role="alert">{error}</span> : hint ? <span className="field-hint">{hint}</span> : null}
-    </label>
+    <div className={error ? "field invalid" : "field"}>
+      <label className="field-label" htmlFor={id}>{label}</label>
+      {cloneElement(children, { id, "aria-invalid": error ? true : undefined, "aria-describedby": note ? id + "-note" : undefined })}
+      {error ? <span id={id + "-note"} className="field-error" role="alert">{error}</span> : hint ? <span id={id + "-note"} className="field-hint">{hint}</span> : null}
+    </div>
   );
 }
 

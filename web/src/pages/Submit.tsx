@@ -117,7 +117,7 @@ export function Submit() {
         </div>
         <datalist id="types">{Object.keys(builtins).map((t) => <option key={t} value={t} />)}</datalist>
         <Field label="Payload (JSON)" error={err("payload")}>
-          <textarea name="payload" value={f.payload} onChange={(e) => set({ payload: e.target.value })} rows={6} className="mono" spellCheck={false} aria-invalid={!!errors.payload} />
+          <textarea name="payload" value={f.payload} onChange={(e) => set({ payload: e.target.value })} rows={6} className="mono" spellCheck={false} />
         </Field>
         <div className="row">
           <Field label="Priority">

@@ -1,0 +1,91 @@
+// @vitest-environment jsdom
+import { fireEvent, screen, waitFor } from "@testing-library/react";
+import { describe, expect, it } from "vitest";
+import { buildSpec, Submit, type SubmitForm } from "./Submit";
+import { checkSchedule, ScheduleForm } from "./ScheduleForm";
+import { DeadLetters } from "./DeadLetters";
+import { liveStore } from "../live/store";
+import { mockFetch, renderAt } from "../test/render";
+
+const form: SubmitForm = {
+  queue: "default", type: "sundial.echo", payload: "{}", priority: "normal", when: "now", delay: "", runAt: "",
+  maxAttempts: "", timeout: "", idempotencyKey: "", dependsOn: "",
+};
+
+describe("buildSpec", () => {
+  it("sends only what was filled in", () => {
+    expect(buildSpec(form).spec).toEqual({ queue: "default", type: "sundial.echo", priority: "normal", payload: {} });
+    const s = buildSpec({ ...form, when: "delay", delay: "2.5", maxAttempts: "5", dependsOn: "a, b c", idempotencyKey: " k " }).spec;
+    expect(s).toMatchObject({ delay_seconds: 2.5, max_attempts: 5, depends_on: ["a", "b", "c"], idempotency_key: "k" });
+  });
+  it("names every problem", () => {
+    const { errors, spec } = buildSpec({ ...form, queue: "Bad Queue", type: "", payload: "{", maxAttempts: "0", when: "at" });
+    expect(spec).toBeUndefined();
+    expect(Object.keys(errors).sort()).toEqual(["maxAttempts", "payload", "queue", "runAt", "type"]);
+  });
+});
+
+describe("checkSchedule", () => {
+  const f = { id: "x", mode: "every" as const, cron: "", every: "60", timezone: "", queue: "q", type: "t", payload: "", priority: "low" as const, maxAttempts: "", misfire: "skip" as const, enabled: false };
+  it("builds the schedule", () => {
+    expect(checkSchedule(f, false).schedule).toEqual({ id: "x", every_seconds: 60, timezone: "UTC", job: { queue: "q", type: "t", priority: "low" }, enabled: false, misfire: "skip" });
+  });
+  it("refuses a bad id, interval and payload", () => {
+    expect(Object.keys(checkSchedule({ ...f, id: "a b", every: "0", payload: "[" }, false).errors).sort()).toEqual(["every", "id", "payload"]);
+  });
+});
+
+describe("Submit page", () => {
+  it("checks the payload as you type and opens the new job", async () => {
+    const calls = mockFetch({ "POST /v1/jobs": [201, { id: "01JNEW" }] });
+    const { loc } = renderAt(<Submit />, "/submit");
+    const payload = screen.getByLabelText("Payload (JSON)");
+    fireEvent.change(payload, { target: { value: '{"a":' } });
+    expect(screen.getByText(/not valid JSON/)).toBeInTheDocument();
+    fireEvent.click(screen.getByRole("button", { name: "Submit job" }));
+    expect(calls).toHaveLength(0);
+    fireEvent.change(payload, { target: { value: '{"a": 1}' } });
+    fireEvent.change(screen.getByLabelText("Priority"), { target: { value: "high" } });
+    fireEvent.click(screen.getByRole("button", { name: "Submit job" }));
+    await waitFor(() => expect(loc.history).toContain("/jobs/01JNEW"));
+    expect(calls[0]).toMatchObject({ method: "POST", path: "/v1/jobs", body: { queue: "default", type: "sundial.echo", payload: { a: 1 }, priority: "high" } });
+  });
+
+  it("shows the API's refusal in words", async () => {
+    mockFetch({ "POST /v1/jobs": [400, { error: { code: "invalid_argument", message: "type: no such thing", field: "type" } }] });
+    renderAt(<Submit />, "/submit");
+    fireEvent.click(screen.getByRole("button", { name: "Submit job" }));
+    expect(await screen.findByRole("alert")).toHaveTextContent("type: no such thing (field type)");
+  });
+});
+
+describe("ScheduleForm", () => {
+  it("previews the next runs from the API and shows its objection", async () => {
+    const upcoming = ["2026-11-24T02:00:00Z", "2026-11-25T02:00:00Z", "2026-11-26T02:00:00Z", "2026-11-27T02:00:00Z", "2026-11-28T02:00:00Z"];
+    mockFetch({
+      "POST /v1/schedules/preview": (b) => ((b as { cron?: string }).cron === "bad"
+        ? [400, { error: { code: "invalid_argument", message: "cron: expected 5 or 6 fields, got 1", field: "cron" } }]
+        : [200, { upcoming }]),
+    });
+    renderAt(<ScheduleForm />, "/schedules/new");
+    await waitFor(() => expect(screen.getByTestId("preview").querySelectorAll("li")).toHaveLength(5));
+    fireEvent.change(screen.getByLabelText("Cron"), { target: { value: "bad" } });
+    expect(await screen.findByText(/expected 5 or 6 fields/, {}, { timeout: 3000 })).toBeInTheDocument();
+  });
+});
+
+describe("DeadLetters page", () => {
+  it("retries every dead job of a queue after confirmation", async () => {
+    liveStore.receive([{ kind: "stats", workers: 1, at: "", queues: [{ name: "mail", paused: false, queued: { high: 0, normal: 0, low: 0 }, scheduled: 0, active: 0, waiting: 0, dead: 3, succeeded_total: 0, failed_total: 3, processed_per_second: 0 }] }]);
+    const calls = mockFetch({
+      "GET /v1/queues/mail/dead": [200, { jobs: [], next_cursor: "" }],
+      "POST /v1/queues/mail/dead/retry": [200, { retried: 3 }],
+    });
+    renderAt(<DeadLetters queue="mail" />, "/dead/mail");
+    fireEvent.click(screen.getByRole("button", { name: "Retry all" }));
+    expect(calls.some((c) => c.method === "POST")).toBe(false);
+    fireEvent.click(screen.getByRole("button", { name: "Retry", hidden: true }));
+    expect(await screen.findByText("Requeued 3 jobs.")).toBeInTheDocument();
+    expect(calls.find((c) => c.method === "POST")).toMatchObject({ path: "/v1/queues/mail/dead/retry", body: undefined });
+  });
+});
