@@ -3,17 +3,35 @@ SHELL := /bin/bash
 GO ?= go
 PKGS := ./...
 
-.PHONY: test test-deploy lint bench run build clean
+.PHONY: test test-deploy test-web web lint bench run build clean
 
-## test: vet, then every test with the race detector, then a summary
-test:
+## test: build the dashboard, vet, every Go test with the race detector, then the
+## dashboard's checks (test-web), then a summary
+test: web
 	$(GO) vet $(PKGS)
 	@set -o pipefail; $(GO) test -race -count=1 -timeout 25m $(PKGS) 2>&1 | tee .test.log; \
 	status=$$?; \
+	$(MAKE) --no-print-directory test-web; web=$$?; \
+	echo "== web test summary: $$([ $$web = 0 ] && echo ok || echo FAIL) (eslint, tsc, vitest, build, e2e)"; \
 	$(MAKE) --no-print-directory test-deploy; deploy=$$?; \
 	echo "== deploy checks summary: $$([ $$deploy = 0 ] && echo ok || echo FAIL) (Dockerfile, docker-compose.yml, Helm chart)"; \
 	echo "== go test summary: $$(grep -c '^ok' .test.log) packages ok, $$(grep -c '^FAIL' .test.log) FAIL lines, $$(grep -c 'no test files' .test.log) without tests"; \
-	rm -f .test.log; [ $$status = 0 ] && [ $$deploy = 0 ]
+	rm -f .test.log; [ $$status = 0 ] && [ $$web = 0 ] && [ $$deploy = 0 ]
+
+## web: install the dashboard's npm packages (when package-lock.json changed)
+## and build it into web/dist/app, which the API binary embeds
+WEB_SRC := $(shell find web/src web/public web/index.html web/vite.config.ts web/tsconfig*.json -type f 2>/dev/null)
+web: web/dist/app/index.html
+web/node_modules/.package-lock.json: web/package-lock.json
+	@command -v npm >/dev/null || { echo "npm not found: install Node.js 20+ to build the dashboard (web/)"; exit 1; }
+	cd web && npm ci --no-audit --no-fund
+web/dist/app/index.html: web/node_modules/.package-lock.json $(WEB_SRC)
+	cd web && npm run build
+
+## test-web: the dashboard's checks: eslint, tsc, vitest, then the end-to-end
+## run in Chromium against a real stack (web/e2e/run.mjs)
+test-web: web
+	cd web && npm run lint && npm run typecheck && npm test && npm run e2e
 
 ## test-deploy: offline checks of the Dockerfile (BuildKit's lint), docker-compose.yml
 ## (compose-go) and the Helm chart (helm lint --strict, helm template with each values
@@ -32,14 +50,14 @@ lint:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-## run: the whole local stack (Redis, MongoDB stand-in, API, poller, workers)
-run:
+## run: the whole local stack (Redis, MongoDB stand-in, API with the dashboard, poller, workers)
+run: web
 	bash scripts/dev.sh
 
 ## build: every binary into ./bin
-build:
+build: web
 	mkdir -p bin
 	$(GO) build -o bin/ ./services/... ./cmd/...
 
 clean:
-	rm -rf bin .local
+	rm -rf bin .local web/dist/app
