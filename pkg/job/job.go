@@ -68,6 +68,9 @@ const (
 	EventRetried      EventType = "retried"
 	EventLeaseExpired EventType = "lease_expired"
 	EventWaiting      EventType = "waiting"
+	// EventProgress: a running attempt reported progress (at most one
+	// event a second per job; the latest value is on the job).
+	EventProgress EventType = "progress"
 )
 
 // Backoff is the retry delay policy: the delay before retry n is random in
@@ -111,6 +114,16 @@ type Job struct {
 	WorkerID       string          `json:"worker_id,omitempty"`
 	Result         json.RawMessage `json:"result,omitempty"`
 	LastError      string          `json:"last_error,omitempty"`
+	// Progress is what the running attempt last reported (0..100 and a
+	// message); nil when it reported none.
+	Progress *Progress `json:"progress,omitempty"`
+}
+
+// Progress is a running job's reported progress.
+type Progress struct {
+	Percent int       `json:"percent"`
+	Message string    `json:"message,omitempty"`
+	At      time.Time `json:"at"`
 }
 
 // Timeout returns the job's timeout as a duration.
@@ -129,4 +142,7 @@ type Event struct {
 	WorkerID string    `json:"worker_id,omitempty"`
 	Error    string    `json:"error,omitempty"`
 	At       time.Time `json:"at"`
+	// Progress and Message are set on progress events only.
+	Progress *int   `json:"progress,omitempty"`
+	Message  string `json:"message,omitempty"`
 }

@@ -62,6 +62,9 @@ func DecodeJob(h map[string]string) *job.Job {
 	if d := h["depends_on"]; d != "" {
 		j.DependsOn = strings.Split(d, ",")
 	}
+	if p := h["progress"]; p != "" && j.State == job.Active && h["progress_attempt"] == h["attempt"] {
+		j.Progress = &job.Progress{Percent: atoi(p), Message: h["progress_message"], At: ts(h["progress_at"])}
+	}
 	return j
 }
 
@@ -88,6 +91,10 @@ func ParseEvent(queue string, m redis.XMessage) (job.Event, error) {
 			return e, fmt.Errorf("stream entry %s: bad attempt %q", m.ID, a)
 		}
 		e.Attempt = n
+	}
+	if p := str("progress"); p != "" {
+		n, _ := strconv.Atoi(p)
+		e.Progress, e.Message = &n, str("message")
 	}
 	ms, err := strconv.ParseInt(str("at"), 10, 64)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,9 +21,16 @@ type Lease struct {
 // Claim leases up to n jobs of queue for workerID, highest priority first.
 // It returns no leases when the queue is paused or has no due job.
 func (c *Client) Claim(ctx context.Context, queue string, n int, workerID string) ([]Lease, error) {
+	return c.ClaimTypes(ctx, queue, n, workerID, nil)
+}
+
+// ClaimTypes is Claim for a caller that runs only the given job types (nil:
+// any). A priority list whose next job is of another type is passed over,
+// its order kept: types guard a claim; route types to queues to split work.
+func (c *Client) ClaimTypes(ctx context.Context, queue string, n int, workerID string, types []string) ([]Lease, error) {
 	k := c.keysFor(queue)
 	now := c.opts.Now()
-	res, err := c.run(ctx, c.scripts.claim, k, now, n, workerID, c.opts.LeaseTTL.Milliseconds()).StringSlice()
+	res, err := c.run(ctx, c.scripts.claim, k, now, n, workerID, c.opts.LeaseTTL.Milliseconds(), strings.Join(types, ",")).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -113,23 +121,52 @@ func (c *Client) Complete(ctx context.Context, queue string, outcomes []Outcome)
 // held (false: the lease was lost — reclaimed, cancelled or finished — and
 // the caller must stop the job).
 func (c *Client) Extend(ctx context.Context, queue string, leases []Lease) ([]bool, error) {
-	if len(leases) == 0 {
-		return nil, nil
+	held, _, err := c.extend(ctx, queue, leases, nil)
+	return held, err
+}
+
+// ProgressReport is a running job's progress, 0..100, and a short message.
+type ProgressReport struct {
+	Percent int
+	Message string
+}
+
+// Progress renews one lease like Extend and records the job's progress: on
+// the job (GET /v1/jobs/{id}) and as a 'progress' event, at most one a
+// second per job. It returns whether the lease is still held and when it
+// now expires (on Redis' clock).
+func (c *Client) Progress(ctx context.Context, queue string, l Lease, p ProgressReport) (bool, time.Time, error) {
+	held, exp, err := c.extend(ctx, queue, []Lease{l}, []*ProgressReport{&p})
+	if err != nil {
+		return false, time.Time{}, err
 	}
-	args := make([]any, 0, 2+2*len(leases))
+	return held[0], exp, nil
+}
+
+func (c *Client) extend(ctx context.Context, queue string, leases []Lease, progress []*ProgressReport) ([]bool, time.Time, error) {
+	if len(leases) == 0 {
+		return nil, time.Time{}, nil
+	}
+	args := make([]any, 0, 2+3*len(leases))
 	args = append(args, c.opts.LeaseTTL.Milliseconds(), len(leases))
-	for _, l := range leases {
-		args = append(args, l.Job.ID, l.Token)
+	for i, l := range leases {
+		p := ""
+		if i < len(progress) && progress[i] != nil {
+			pr := progress[i]
+			p = strconv.Itoa(min(max(pr.Percent, 0), 100)) + "|" + pr.Message
+		}
+		args = append(args, l.Job.ID, l.Token, p)
 	}
 	res, err := c.run(ctx, c.scripts.extend, c.keysFor(queue), c.opts.Now(), args...).StringSlice()
 	if err != nil {
-		return nil, fmt.Errorf("extend: %w", err)
+		return nil, time.Time{}, fmt.Errorf("extend: %w", err)
 	}
-	out := make([]bool, len(res))
-	for i, s := range res {
-		out[i] = s == "ok"
+	out := make([]bool, len(leases))
+	for i := range leases {
+		out[i] = res[i] == "ok"
 	}
-	return out, nil
+	exp, _ := strconv.ParseInt(res[len(leases)], 10, 64)
+	return out, msTime(exp), nil
 }
 
 // Release gives leases back at once, for a worker that shuts down before

@@ -1,5 +1,8 @@
 -- claim.lua: lease up to n due jobs, highest priority first.
 -- ARGV[6] n   ARGV[7] worker id   ARGV[8] lease ttl ms
+-- ARGV[9] types: comma-separated job types the caller runs ('' = any). With
+--         types, a list whose next job is of another type is passed over
+--         (its order is kept: types guard a claim, queues route work).
 -- Each claimed job moves from its priority list into the lease set in this
 -- script, with lock:{id} = fencing token (SET NX PX ttl) and a lease entry
 -- scored by its expiry on the lease clock (see lease_now). The holder renews
@@ -14,6 +17,11 @@ local n = tonumber(ARGV[6])
 local need = n
 local worker = ARGV[7]
 local ttl = tonumber(ARGV[8])
+local types = nil
+if ARGV[9] and ARGV[9] ~= '' then
+  types = {}
+  for t in string.gmatch(ARGV[9], '[^,]+') do types[t] = true end
+end
 local expiry = nil
 local out = {}
 local leases = {} -- score, member pairs for the lease set
@@ -25,40 +33,70 @@ local function next_token()
   fence = fence + 1
   return fence
 end
+local FIELDS = {'type', 'payload', 'attempt', 'max_attempts', 'timeout', 'priority', 'created_at', 'run_at', 'state'}
+
+-- drop forgets a tombstone (or the id of a pruned job) taken off a list.
+local function drop(id, prio)
+  if redis.call('HDEL', K_TOMB, id) == 1 then
+    redis.call('HINCRBY', K_STATS, 'tomb_' .. (prio or 'normal'), -1)
+  end
+end
+
+-- take claims id, just popped from list, whose hash fields are f. It
+-- returns false when another token holds the job's lock: the id is then
+-- back at the head of its list.
+local function take(id, list, f)
+  local token = next_token()
+  if not redis.call('SET', QK .. 'lock:' .. id, token, 'NX', 'PX', ttl) then
+    redis.call('RPUSH', list, id)
+    return false
+  end
+  if expiry == nil then expiry = lease_now() + ttl end
+  local attempt = tonumber(f[3]) + 1
+  leases[#leases + 1] = expiry
+  leases[#leases + 1] = id
+  redis.call('HSET', JOB .. id, 'state', 'active', 'attempt', attempt, 'token', token,
+    'worker_id', worker, 'started_at', NOW_S)
+  emit(id, f[1], 'started', 'active', attempt, worker, '')
+  local o = #out
+  out[o + 1] = id; out[o + 2] = tostring(token); out[o + 3] = f[1]; out[o + 4] = f[2]
+  out[o + 5] = tostring(attempt); out[o + 6] = f[4]; out[o + 7] = f[5]; out[o + 8] = f[6]
+  out[o + 9] = f[7]; out[o + 10] = f[8]
+  need = need - 1
+  return true
+end
+
 local popped = false
 for _, list in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
-  local blocked = false
-  while need > 0 and not blocked do
-    local ids = redis.call('RPOP', list, need)
-    if not ids then break end
-    popped = true
-    for _, id in ipairs(ids) do
-      local jk = JOB .. id
-      local f = redis.call('HMGET', jk, 'type', 'payload', 'attempt', 'max_attempts', 'timeout', 'priority', 'created_at', 'run_at', 'state')
+  if types then
+    -- One at a time: look at the next job before taking it.
+    while need > 0 do
+      local id = redis.call('LINDEX', list, -1)
+      if not id then break end
+      popped = true
+      local f = redis.call('HMGET', JOB .. id, unpack(FIELDS))
       if f[9] ~= 'queued' then
-        -- A tombstone: cancelled (or pruned) while in the list.
-        if redis.call('HDEL', K_TOMB, id) == 1 then
-          redis.call('HINCRBY', K_STATS, 'tomb_' .. (f[6] or 'normal'), -1)
-        end
+        redis.call('RPOP', list)
+        drop(id, f[6])
+      elseif not types[f[1]] then
+        break
       else
-        local token = next_token()
-        if redis.call('SET', QK .. 'lock:' .. id, token, 'NX', 'PX', ttl) then
-          if expiry == nil then expiry = lease_now() + ttl end
-          local attempt = tonumber(f[3]) + 1
-          leases[#leases + 1] = expiry
-          leases[#leases + 1] = id
-          redis.call('HSET', jk, 'state', 'active', 'attempt', attempt, 'token', token,
-            'worker_id', worker, 'started_at', NOW_S)
-          emit(id, f[1], 'started', 'active', attempt, worker, '')
-          local o = #out
-          out[o + 1] = id; out[o + 2] = tostring(token); out[o + 3] = f[1]; out[o + 4] = f[2]
-          out[o + 5] = tostring(attempt); out[o + 6] = f[4]; out[o + 7] = f[5]; out[o + 8] = f[6]
-          out[o + 9] = f[7]; out[o + 10] = f[8]
-          need = need - 1
-        else
-          -- Someone still holds this job's lock: leave the job at the head
-          -- and take no more from this list in this call.
-          redis.call('RPUSH', list, id)
+        redis.call('RPOP', list)
+        if not take(id, list, f) then break end
+      end
+    end
+  else
+    local blocked = false
+    while need > 0 and not blocked do
+      local ids = redis.call('RPOP', list, need)
+      if not ids then break end
+      popped = true
+      for _, id in ipairs(ids) do
+        local f = redis.call('HMGET', JOB .. id, unpack(FIELDS))
+        if f[9] ~= 'queued' then
+          drop(id, f[6])
+        elseif not take(id, list, f) then
+          -- Take no more from this list in this call.
           blocked = true
         end
       end

@@ -1,26 +1,44 @@
--- extend.lua: renew the leases of running jobs (the holder's heartbeat).
--- ARGV[6] lease ttl ms   ARGV[7] n, then n pairs: id, token
+-- extend.lua: renew the leases of running jobs (the holder's heartbeat),
+-- optionally recording progress.
+-- ARGV[6] lease ttl ms   ARGV[7] n, then n triples: id, token, progress
+--   progress: '' = none, else "<0..100>|<message>": stored on the job hash
+--   (progress, progress_message, progress_at, progress_attempt: a new
+--   attempt shows none until it reports) and sent as a 'progress'
+--   event at most once a second per job (and always at 100).
 -- A lease is renewed only while the job is active under that token: its
 -- lock is set again to the token with the new ttl and its lease entry moves
--- to the new expiry. Returns one status per pair: 'ok', or 'stale' when the
--- lease was lost (expired and reclaimed, cancelled, finished): the holder
--- must stop the job, and its outcome would be refused anyway.
+-- to the new expiry. Returns one status per triple: 'ok', or 'stale' when
+-- the lease was lost (expired and reclaimed, cancelled, finished): the
+-- holder must stop the job, and its outcome would be refused anyway. The
+-- last element is the new expiry (lease clock, ms).
 local ttl = tonumber(ARGV[6])
 local n = tonumber(ARGV[7])
 local expiry = lease_now() + ttl
 local out = {}
 local leases = {}
 for i = 1, n do
-  local id, token = ARGV[6 + 2 * i], ARGV[7 + 2 * i]
-  local f = redis.call('HMGET', JOB .. id, 'state', 'token')
+  local b = 5 + 3 * i
+  local id, token, progress = ARGV[b], ARGV[b + 1], ARGV[b + 2]
+  local jk = JOB .. id
+  local f = redis.call('HMGET', jk, 'state', 'token', 'type', 'attempt', 'worker_id', 'progress_event_at')
   if f[1] == 'active' and f[2] == token and redis.call('ZSCORE', K_LEASES, id) then
     redis.call('SET', QK .. 'lock:' .. id, token, 'PX', ttl)
     leases[#leases + 1] = expiry
     leases[#leases + 1] = id
+    if progress ~= '' then
+      local sep = string.find(progress, '|', 1, true)
+      local pct, msg = string.sub(progress, 1, sep - 1), string.sub(progress, sep + 1)
+      redis.call('HSET', jk, 'progress', pct, 'progress_message', msg, 'progress_at', NOW_S, 'progress_attempt', f[4])
+      if pct == '100' or not f[6] or NOW - tonumber(f[6]) >= 1000 then
+        redis.call('HSET', jk, 'progress_event_at', NOW_S)
+        emit(id, f[3], 'progress', 'active', f[4], f[5], '', pct, msg)
+      end
+    end
     out[i] = 'ok'
   else
     out[i] = 'stale'
   end
 end
 call_chunked('ZADD', K_LEASES, leases)
+out[n + 1] = ms(expiry)
 return out

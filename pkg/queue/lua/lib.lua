@@ -64,10 +64,18 @@ local function list_for(prio)
   return K_NORMAL
 end
 
--- emit appends one event to the queue's stream.
-local function emit(id, jtype, event, state, attempt, worker, err)
+-- emit appends one event to the queue's stream; a 'progress' event also
+-- carries its percentage and message.
+local function emit(id, jtype, event, state, attempt, worker, err, pct, msg)
   -- No MAXLEN here: an event is removed only once every history writer
   -- recorded it, or by the operator's explicit cap (see the poller).
+  if pct then
+    redis.call('XADD', K_EVENTS, '*',
+      'job_id', id, 'queue', QUEUE, 'type', jtype, 'event', event, 'state', state,
+      'attempt', attempt, 'worker_id', worker or '', 'error', err or '', 'at', NOW_S,
+      'progress', pct, 'message', msg)
+    return
+  end
   redis.call('XADD', K_EVENTS, '*',
     'job_id', id, 'queue', QUEUE, 'type', jtype, 'event', event, 'state', state,
     'attempt', attempt, 'worker_id', worker or '', 'error', err or '', 'at', NOW_S)
