@@ -86,7 +86,7 @@ var Vars = []Var{
 		c.HTTPAddr = v
 		return nil
 	}},
-	{"SUNDIAL_API_KEYS", "", "comma-separated bearer API keys; empty = open API (development only)", true, func(c *Config, v string) error {
+	{"SUNDIAL_API_KEYS", "", "comma-separated bearer API keys, each <key> (every scope) or <key>:<scope>+<scope> with scopes submit, work (the HTTP worker protocol) and admin (implies both); every key may read; empty = open API (development only)", true, func(c *Config, v string) error {
 		c.APIKeys = splitList(v)
 		return nil
 	}},

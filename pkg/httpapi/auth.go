@@ -10,22 +10,80 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
+// Scopes an API key may be limited to (SUNDIAL_API_KEYS entries
+// "<key>:<scope>+<scope>"; a key without scopes has them all). Every key
+// may read (GET routes, the stream, schedule previews).
+const (
+	scopeRead   = "read"   // any valid key
+	scopeSubmit = "submit" // POST /v1/jobs, /v1/jobs/batch
+	scopeWork   = "work"   // the HTTP worker protocol: claim, heartbeat, complete, fail
+	scopeAdmin  = "admin"  // everything else that changes state; implies submit and work
+)
+
 // authenticator checks bearer API keys. It keeps only digests of the keys.
 type authenticator struct {
 	digests [][sha256.Size]byte
 	// ids are the rate-limit identities of the keys: derived digests, so
 	// that no key appears in a Redis key name.
 	ids []string
+	// scopes of each key; nil means every scope.
+	scopes []map[string]bool
 }
 
 func newAuthenticator(keys []string) *authenticator {
 	a := &authenticator{}
-	for _, k := range keys {
+	for _, entry := range keys {
+		k, scopes := parseKey(entry)
 		a.digests = append(a.digests, sha256.Sum256([]byte(k)))
 		id := sha256.Sum256([]byte("sundial rate limit\x00" + k))
 		a.ids = append(a.ids, "key:"+hex.EncodeToString(id[:16]))
+		a.scopes = append(a.scopes, scopes)
 	}
 	return a
+}
+
+// parseKey splits a SUNDIAL_API_KEYS entry into the key and its scopes:
+// "s3cret:submit+work" → "s3cret", {submit, work}. An entry whose part
+// after the last ':' is not a list of scope names is a key with every
+// scope (so keys may contain ':').
+func parseKey(entry string) (string, map[string]bool) {
+	i := strings.LastIndexByte(entry, ':')
+	if i <= 0 {
+		return entry, nil
+	}
+	scopes := map[string]bool{}
+	for _, s := range strings.Split(entry[i+1:], "+") {
+		switch s {
+		case scopeSubmit, scopeWork, scopeAdmin:
+			scopes[s] = true
+		default:
+			return entry, nil
+		}
+	}
+	return entry[:i], scopes
+}
+
+// allows reports whether key i may use a route of scope.
+func (a *authenticator) allows(i int, scope string) bool {
+	s := a.scopes[i]
+	return scope == scopeRead || s == nil || s[scopeAdmin] || s[scope]
+}
+
+// keyIndex is the gin context key of the matched API key's index.
+const keyIndex = "sundial.key"
+
+// requireScope refuses a request whose key lacks scope with 403.
+func (s *Server) requireScope(scope string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if s.auth.open() {
+			return
+		}
+		if i, ok := c.Get(keyIndex); ok && s.auth.allows(i.(int), scope) {
+			return
+		}
+		fail(c, &apiError{Status: http.StatusForbidden, Code: codePermissionDenied,
+			Message: "this API key lacks the " + scope + " scope"})
+	}
 }
 
 // open reports whether no key is configured.
@@ -88,6 +146,7 @@ func (s *Server) guard(c *gin.Context) {
 		presented := presentedKey(c.Request, c.FullPath() == streamPath)
 		if i := s.auth.match(presented); i >= 0 {
 			identity = s.auth.ids[i]
+			c.Set(keyIndex, i)
 		} else {
 			identity = "anon:" + c.ClientIP()
 			authErr = errBadKey

@@ -230,6 +230,9 @@ type streamEvent struct {
 	Attempt  int           `json:"attempt"`
 	Error    string        `json:"error"`
 	WorkerID string        `json:"worker_id"`
+	// Progress and Message: progress events only.
+	Progress *int   `json:"progress,omitempty"`
+	Message  string `json:"message,omitempty"`
 }
 
 // eventMessage is how the stream sends an event.
@@ -252,11 +255,22 @@ func parseEvent(queueName string, msg redis.XMessage) (*streamEvent, error) {
 	return &streamEvent{
 		ID: e.ID, JobID: e.JobID, Queue: e.Queue, Type: e.Type, Event: e.Event, State: e.State,
 		At: msTime(e.At), Attempt: e.Attempt, Error: e.Error, WorkerID: e.WorkerID,
+		Progress: e.Progress, Message: e.Message,
 	}, nil
 }
 
 // msTime is a time shown in RFC 3339 with milliseconds, in UTC.
 type msTime time.Time
+
+// UnmarshalJSON reads an RFC 3339 time (for clients of this package's types).
+func (t *msTime) UnmarshalJSON(b []byte) error {
+	var v time.Time
+	if err := v.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	*t = msTime(v)
+	return nil
+}
 
 // MarshalJSON writes "2006-01-02T15:04:05.000Z".
 func (t msTime) MarshalJSON() ([]byte, error) {

@@ -51,6 +51,18 @@ var schemaNames = map[reflect.Type]string{
 	reflect.TypeFor[schedule.JobTemplate](): "JobTemplate",
 	reflect.TypeFor[scheduleList]():         "ScheduleList",
 
+	// The HTTP worker protocol (workproto.go).
+	reflect.TypeFor[claimRequest]():     "ClaimRequest",
+	reflect.TypeFor[claimResult]():      "ClaimResult",
+	reflect.TypeFor[claimedJob]():       "ClaimedJob",
+	reflect.TypeFor[leaseInfo]():        "Lease",
+	reflect.TypeFor[heartbeatRequest](): "HeartbeatRequest",
+	reflect.TypeFor[heartbeatResult]():  "HeartbeatResult",
+	reflect.TypeFor[completeRequest]():  "CompleteRequest",
+	reflect.TypeFor[failRequest]():      "FailRequest",
+	reflect.TypeFor[outcomeResult]():    "Outcome",
+	reflect.TypeFor[job.Progress]():     "Progress",
+
 	// Dashboard reads (insight.go).
 	reflect.TypeFor[throughputResult]():       "Throughput",
 	reflect.TypeFor[queueThroughput]():        "QueueThroughput",
@@ -281,6 +293,10 @@ func buildOpenAPI(routes []route) ([]byte, error) {
 		op := map[string]any{"operationId": d.ID, "tags": []string{d.Tag}, "summary": d.Summary}
 		if d.Description != "" {
 			op["description"] = d.Description
+		}
+		if v1 && !d.Public {
+			// The scope an API key needs (SUNDIAL_API_KEYS "<key>:<scope>+…").
+			op["x-sundial-scope"] = d.scope(r.Method)
 		}
 		if d.Public || !v1 {
 			op["security"] = []any{}

@@ -23,6 +23,9 @@ type operation struct {
 	ID, Tag, Summary, Description string
 	// Public routes need no API key.
 	Public bool
+	// Scope is what the caller's key must allow (see auth.go); empty means
+	// read for GET and admin for every other method.
+	Scope string
 	// Query lists the query parameters.
 	Query []param
 	// Body is a value of the request body's type; nil for none.
@@ -39,6 +42,17 @@ type operation struct {
 	// Errors lists the error statuses particular to the route; 401, 429
 	// (on /v1) and 500 are added to every route.
 	Errors []int
+}
+
+// scope returns the scope a route needs.
+func (o operation) scope(method string) string {
+	switch {
+	case o.Scope != "":
+		return o.Scope
+	case method == http.MethodGet:
+		return scopeRead
+	}
+	return scopeAdmin
 }
 
 // param is a query parameter.
@@ -64,14 +78,14 @@ var (
 func (s *Server) routes() []route {
 	return slices.Concat([]route{
 		{http.MethodPost, "/v1/jobs", s.submitJob, operation{
-			ID: "submitJob", Tag: "jobs", Summary: "Submit a job",
+			ID: "submitJob", Tag: "jobs", Summary: "Submit a job", Scope: scopeSubmit,
 			Description: "Validates and stores one job. The same idempotency_key in the same queue within 24 h answers 200 with the first job and creates nothing.",
 			Body:        job.Spec{}, Status: http.StatusCreated, Response: job.Job{},
 			Also:   map[int]string{http.StatusOK: "An earlier job with the same idempotency key; nothing new was created."},
 			Errors: []int{400, 413, 415, 503},
 		}},
 		{http.MethodPost, "/v1/jobs/batch", s.submitBatch, operation{
-			ID: "submitBatch", Tag: "jobs", Summary: "Submit up to 1000 jobs, all or nothing",
+			ID: "submitBatch", Tag: "jobs", Summary: "Submit up to 1000 jobs, all or nothing", Scope: scopeSubmit,
 			Description: "One bad job rejects the batch with field \"jobs[i].x\". depends_on may name an earlier job of the batch as \"#0\", \"#1\"… An idempotent duplicate appears as the earlier job. Counts as one request for the rate limit; the body may be 16× the usual limit.",
 			Body:        batchRequest{}, Status: http.StatusCreated, Response: jobList{},
 			Errors: []int{400, 413, 415, 503},
@@ -204,7 +218,7 @@ func (s *Server) routes() []route {
 			Description: "The single-page app of web/, embedded in the binary. Its files and client routes (/jobs, /schedules…) are served without a key; index.html is revalidated on every load, hashed assets are cached for a year, and text files are sent brotli- or gzip-compressed when the browser accepts it.",
 			Status:      http.StatusOK, ContentType: "text/html",
 		}},
-	}, s.scheduleRoutes())
+	}, s.scheduleRoutes(), s.workerRoutes())
 }
 
 var releaseMode sync.Once
@@ -222,7 +236,7 @@ func (s *Server) newEngine() (*gin.Engine, error) {
 	}
 	e.Use(s.observe(newRequestIDs()), s.recoverer, s.cors, s.guard)
 	for _, r := range s.routes() {
-		e.Handle(r.Method, r.Path, r.Handler)
+		e.Handle(r.Method, r.Path, s.requireScope(r.Doc.scope(r.Method)), r.Handler)
 	}
 	e.NoRoute(s.notFound)
 	return e, nil

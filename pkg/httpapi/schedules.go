@@ -30,7 +30,7 @@ func (s *Server) scheduleRoutes() []route {
 			Errors: []int{400, 409, 413, 415, 503},
 		}},
 		{http.MethodPost, "/v1/schedules/preview", s.previewSchedule, operation{
-			ID: "previewSchedule", Tag: "schedules", Summary: "The next five fire times of a timing",
+			ID: "previewSchedule", Tag: "schedules", Summary: "The next five fire times of a timing", Scope: scopeRead,
 			Description: "Checks cron or every_seconds and timezone as PUT does (400 naming the field) and answers the next five fire times after now, without storing anything. An interval is aligned to now, as a schedule created now would be.",
 			Body:        schedulePreviewRequest{}, Status: http.StatusOK, Response: schedulePreview{},
 			Errors: []int{400, 413, 415},

@@ -143,6 +143,8 @@ type Server struct {
 	hub     *hub
 	dash    *dashboard
 	backlog *history.Monitor // measures the history backlog for GET /v1/history/backlog
+	wake    *wakeups         // long-polling claims of HTTP workers
+	seen    seenWorkers      // HTTP workers' registry writes, throttled
 	started sync.Once
 }
 
@@ -156,6 +158,7 @@ func New(cfg Config) (*Server, error) {
 	s.metrics = newMetrics()
 	s.dash = newDashboard(cfg.Dashboard)
 	s.backlog = history.NewMonitor(cfg.Queue, history.MonitorConfig{Logger: s.log})
+	s.wake = newWakeups(cfg.Queue, s.log)
 	lim, err := newRateLimiter(cfg.Queue.Redis(), cfg.RateLimit, s.log)
 	if err != nil {
 		return nil, err
@@ -200,6 +203,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
+	s.wake.start(base)
 	hubDone := make(chan struct{})
 	go func() {
 		defer close(hubDone)
@@ -214,6 +218,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	case serveErr = <-served:
 	}
 	s.log.Info("shutting down the API", "timeout", s.cfg.ShutdownTimeout.String())
+	s.wake.close() // long polls answer now instead of holding the drain
 	drain, cancelDrain := context.WithTimeout(base, max(s.cfg.ShutdownTimeout, 0))
 	defer cancelDrain()
 	closed := make(chan struct{})

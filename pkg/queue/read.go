@@ -32,6 +32,15 @@ func (c *Client) Get(ctx context.Context, id string) (*job.Job, error) {
 	return c.getIn(ctx, k, id)
 }
 
+// QueueOf returns the queue that holds job id, or ErrNotFound.
+func (c *Client) QueueOf(ctx context.Context, id string) (string, error) {
+	k, err := c.locate(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return k.name, nil
+}
+
 // locate finds the queue whose keys hold job id, with one pipelined round
 // trip over the known queues.
 func (c *Client) locate(ctx context.Context, id string) (*queueKeys, error) {

@@ -132,3 +132,32 @@ func TestStuckHandlerLosesItsLease(t *testing.T) {
 		t.Fatalf("stuck job = %s %q", got.State, got.LastError)
 	}
 }
+
+func TestProgressShowsOnTheJob(t *testing.T) {
+	e := newEnv(t)
+	reported := make(chan error, 1)
+	release := make(chan struct{})
+	w := newWorker(e, worker.Config{Concurrency: 1})
+	w.HandleFunc("report", func(ctx context.Context, j *job.Job) (any, error) {
+		reported <- worker.Progress(ctx, 42, "halfway-ish")
+		<-release
+		return nil, nil
+	})
+	j := e.submit(t, job.Spec{Type: "report"})[0]
+	start(t, w)
+	if err := <-reported; err != nil {
+		t.Fatalf("Progress: %v", err)
+	}
+	got := e.state(t, j.ID)
+	if got.Progress == nil || got.Progress.Percent != 42 || got.Progress.Message != "halfway-ish" {
+		t.Fatalf("progress = %+v", got.Progress)
+	}
+	close(release)
+	done := e.waitState(t, j.ID, job.Succeeded)
+	if done.Progress != nil {
+		t.Fatalf("a finished job shows progress %+v", done.Progress)
+	}
+	if err := worker.Progress(context.Background(), 1, ""); err == nil {
+		t.Fatal("Progress outside a handler succeeded")
+	}
+}

@@ -130,7 +130,7 @@ var errCancelled = errors.New("job cancelled")
 var errShutdown = errors.New("worker shutting down")
 
 // errLeaseLost is the cause set when a renewal finds the lease gone.
-var errLeaseLost = errors.New("lease lost")
+var errLeaseLost = ErrLeaseLost
 
 // New returns a Worker over rdb.
 func New(rdb redis.UniversalClient, cfg Config) *Worker {
@@ -320,6 +320,7 @@ func (w *Worker) start(jobsCtx context.Context, queueName string, l queue.Lease,
 	ctx, cancel := context.WithCancelCause(jobsCtx)
 	r := &running{queue: queueName, lease: l, cancel: cancel,
 		renewUntil: time.Now().Add(l.Job.Timeout() + w.q.Options().LeaseGrace)}
+	ctx = context.WithValue(ctx, runningKey{}, &runningJob{w: w, r: r})
 	w.mu.Lock()
 	w.active[l.Job.ID] = r
 	w.mu.Unlock()

@@ -1,0 +1,421 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+)
+
+// The HTTP worker protocol (docs/workers.md): a worker in any language
+// claims jobs with a long poll, renews its leases (reporting progress),
+// and reports each outcome with the lease's fencing token — the same
+// scripts, fencing, retries and events as the Go worker.
+
+// Limits of the worker protocol.
+const (
+	maxClaim       = 1000
+	maxWaitSeconds = 60
+	maxClaimQueues = 32
+	maxMessageLen  = 1024
+	maxErrorLen    = 64 << 10
+)
+
+var workerIDRe = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,128}$`)
+
+// claimRequest is the body of a claim.
+type claimRequest struct {
+	// WorkerID names the worker in GET /v1/workers and in job events.
+	WorkerID string `json:"worker_id"`
+	// Queues to claim from, in priority order (POST /v1/claim only; the
+	// single-queue form takes it from the path).
+	Queues []string `json:"queues,omitempty"`
+	// Types the worker runs; empty means any. A queue whose next job is of
+	// another type is passed over, its order kept.
+	Types []string `json:"types,omitempty"`
+	// Max is the most jobs to claim, 1..1000. Default 1.
+	Max int `json:"max,omitempty"`
+	// WaitSeconds is how long to wait for a job when none is due, 0..60.
+	// Default 0 (answer at once).
+	WaitSeconds float64 `json:"wait_seconds,omitempty"`
+}
+
+// leaseInfo is what a worker needs to keep and end its lease.
+type leaseInfo struct {
+	Token string `json:"token"`
+	// ExpiresAt is when the lease runs out unless renewed (the API's clock).
+	ExpiresAt msTime `json:"expires_at"`
+	// TTLSeconds is the lease's length: renew it every third of this.
+	TTLSeconds float64 `json:"ttl_seconds"`
+}
+
+// claimedJob is a job and its lease.
+type claimedJob struct {
+	Job   *job.Job  `json:"job"`
+	Lease leaseInfo `json:"lease"`
+}
+
+// claimResult is the answer to a claim: the jobs, highest priority first
+// (empty when none came in time).
+type claimResult struct {
+	Jobs []claimedJob `json:"jobs"`
+}
+
+// heartbeatRequest renews a lease and may report progress.
+type heartbeatRequest struct {
+	Token    string `json:"token"`
+	WorkerID string `json:"worker_id,omitempty"`
+	// Progress is 0..100; with Message, shown on the job and sent as a
+	// progress event (at most one a second per job).
+	Progress *int   `json:"progress,omitempty"`
+	Message  string `json:"message,omitempty"`
+}
+
+// heartbeatResult tells when the renewed lease runs out.
+type heartbeatResult struct {
+	LeaseExpiresAt msTime `json:"lease_expires_at"`
+}
+
+// completeRequest reports a succeeded attempt.
+type completeRequest struct {
+	Token    string          `json:"token"`
+	WorkerID string          `json:"worker_id,omitempty"`
+	Result   json.RawMessage `json:"result,omitempty"`
+}
+
+// failRequest reports a failed attempt.
+type failRequest struct {
+	Token    string `json:"token"`
+	WorkerID string `json:"worker_id,omitempty"`
+	Error    string `json:"error"`
+	// Retry false sends the job to the dead letters at once; default true
+	// (retry with backoff while attempts remain).
+	Retry *bool `json:"retry,omitempty"`
+}
+
+// outcomeResult is the state a job reached after an outcome.
+type outcomeResult struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+}
+
+var errLeaseLost = &apiError{Status: http.StatusConflict, Code: codeConflict,
+	Message: "lease lost: the job was reclaimed, cancelled or finished under this token; stop working on it"}
+
+// claimQueue handles POST /v1/queues/{q}/claim.
+func (s *Server) claimQueue(c *gin.Context) {
+	q, err := queueParam(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	s.claim(c, []string{q})
+}
+
+// claimAny handles POST /v1/claim: several queues in one call, in order.
+func (s *Server) claimAny(c *gin.Context) { s.claim(c, nil) }
+
+func (s *Server) claim(c *gin.Context, queues []string) {
+	var req claimRequest
+	if err := s.decodeBody(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	if queues != nil && req.Queues != nil {
+		fail(c, invalid("queues", "queues: name the queue in the path or use POST /v1/claim, not both"))
+		return
+	}
+	if queues == nil {
+		queues = req.Queues
+	}
+	if err := req.validate(queues); err != nil {
+		fail(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	s.seeWorker(c, req.WorkerID, queues, req.Max)
+	deadline := time.Now().Add(time.Duration(req.WaitSeconds * float64(time.Second)))
+	var wake chan struct{}
+	if req.WaitSeconds > 0 {
+		var cancel func()
+		wake, cancel = s.wake.subscribe(queues)
+		defer cancel()
+	}
+	ttl := s.q.Options().LeaseTTL
+	out := claimResult{Jobs: []claimedJob{}}
+	for {
+		for _, q := range queues {
+			if len(out.Jobs) == req.Max {
+				break
+			}
+			leases, err := s.q.ClaimTypes(ctx, q, req.Max-len(out.Jobs), req.WorkerID, req.Types)
+			if err != nil {
+				if len(out.Jobs) == 0 {
+					fail(c, err)
+					return
+				}
+				break // answer with what was claimed: those leases are held
+			}
+			exp := msTime(s.now().Add(ttl))
+			for _, l := range leases {
+				out.Jobs = append(out.Jobs, claimedJob{Job: l.Job, Lease: leaseInfo{Token: l.Token, ExpiresAt: exp, TTLSeconds: ttl.Seconds()}})
+			}
+		}
+		left := time.Until(deadline)
+		if len(out.Jobs) > 0 || left <= 0 {
+			break
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-s.wake.closing:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		if ctx.Err() != nil {
+			return // the client left: nothing was claimed for it
+		}
+		select {
+		case <-s.wake.closing:
+			deadline = time.Now() // one last try, then answer
+		default:
+		}
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (r *claimRequest) validate(queues []string) error {
+	if !workerIDRe.MatchString(r.WorkerID) {
+		return invalid("worker_id", "worker_id: required, 1-128 characters of A-Z a-z 0-9 _ . : @ -")
+	}
+	if len(queues) == 0 || len(queues) > maxClaimQueues {
+		return invalid("queues", "queues: 1 to %d queue names", maxClaimQueues)
+	}
+	seen := map[string]bool{}
+	for i, q := range queues {
+		if !job.ValidQueue(q) || seen[q] {
+			return invalid(fmt.Sprintf("queues[%d]", i), "queues[%d]: %q is not a valid queue name or is repeated", i, q)
+		}
+		seen[q] = true
+	}
+	for i, t := range r.Types {
+		if !job.ValidType(t) {
+			return invalid(fmt.Sprintf("types[%d]", i), "types[%d]: %q is not a valid job type", i, t)
+		}
+	}
+	if r.Max == 0 {
+		r.Max = 1
+	}
+	if r.Max < 1 || r.Max > maxClaim {
+		return invalid("max", "max: 1 to %d", maxClaim)
+	}
+	if r.WaitSeconds < 0 || r.WaitSeconds > maxWaitSeconds {
+		return invalid("wait_seconds", "wait_seconds: 0 to %d", maxWaitSeconds)
+	}
+	return nil
+}
+
+// heartbeat handles POST /v1/jobs/{id}/heartbeat.
+func (s *Server) heartbeat(c *gin.Context) {
+	var req heartbeatRequest
+	if err := s.decodeBody(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	switch {
+	case req.Token == "":
+		fail(c, invalid("token", "token: required (the lease token of the claim)"))
+		return
+	case req.Progress != nil && (*req.Progress < 0 || *req.Progress > 100):
+		fail(c, invalid("progress", "progress: 0 to 100"))
+		return
+	case len(req.Message) > maxMessageLen:
+		fail(c, invalid("message", "message: at most %d bytes", maxMessageLen))
+		return
+	case req.Progress == nil && req.Message != "":
+		fail(c, invalid("progress", "progress: required with a message"))
+		return
+	case req.WorkerID != "" && !workerIDRe.MatchString(req.WorkerID):
+		fail(c, invalid("worker_id", "worker_id: 1-128 characters of A-Z a-z 0-9 _ . : @ -"))
+		return
+	}
+	ctx := c.Request.Context()
+	q, err := s.q.QueueOf(ctx, c.Param("id"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if req.WorkerID != "" {
+		s.seeWorker(c, req.WorkerID, []string{q}, 0)
+	}
+	lease := queue.Lease{Job: &job.Job{ID: c.Param("id")}, Token: req.Token}
+	var held bool
+	if req.Progress != nil {
+		held, _, err = s.q.Progress(ctx, q, lease, queue.ProgressReport{Percent: *req.Progress, Message: req.Message})
+	} else {
+		var hs []bool
+		if hs, err = s.q.Extend(ctx, q, []queue.Lease{lease}); err == nil {
+			held = hs[0]
+		}
+	}
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if !held {
+		fail(c, errLeaseLost)
+		return
+	}
+	c.JSON(http.StatusOK, heartbeatResult{LeaseExpiresAt: msTime(s.now().Add(s.q.Options().LeaseTTL))})
+}
+
+// completeJob handles POST /v1/jobs/{id}/complete.
+func (s *Server) completeJob(c *gin.Context) {
+	var req completeRequest
+	if err := s.decodeBody(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	if req.Token == "" {
+		fail(c, invalid("token", "token: required (the lease token of the claim)"))
+		return
+	}
+	s.report(c, queue.Outcome{ID: c.Param("id"), Token: req.Token, Kind: queue.OutcomeSucceeded, Result: req.Result, WorkerID: req.WorkerID})
+}
+
+// failJob handles POST /v1/jobs/{id}/fail.
+func (s *Server) failJob(c *gin.Context) {
+	var req failRequest
+	if err := s.decodeBody(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	switch {
+	case req.Token == "":
+		fail(c, invalid("token", "token: required (the lease token of the claim)"))
+		return
+	case strings.TrimSpace(req.Error) == "":
+		fail(c, invalid("error", "error: required, a message saying what went wrong"))
+		return
+	case len(req.Error) > maxErrorLen:
+		fail(c, invalid("error", "error: at most %d bytes", maxErrorLen))
+		return
+	}
+	kind := queue.OutcomeFailed
+	if req.Retry != nil && !*req.Retry {
+		kind = queue.OutcomeDead
+	}
+	s.report(c, queue.Outcome{ID: c.Param("id"), Token: req.Token, Kind: kind, Error: req.Error, WorkerID: req.WorkerID})
+}
+
+// report writes one outcome with the same script as the Go worker.
+func (s *Server) report(c *gin.Context, o queue.Outcome) {
+	if o.WorkerID != "" && !workerIDRe.MatchString(o.WorkerID) {
+		fail(c, invalid("worker_id", "worker_id: 1-128 characters of A-Z a-z 0-9 _ . : @ -"))
+		return
+	}
+	ctx := c.Request.Context()
+	q, err := s.q.QueueOf(ctx, o.ID)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	st, err := s.q.Complete(ctx, q, []queue.Outcome{o})
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if st[0] == queue.StatusStale {
+		fail(c, errLeaseLost)
+		return
+	}
+	c.JSON(http.StatusOK, outcomeResult{ID: o.ID, State: string(st[0])})
+}
+
+// decodeBody reads a required JSON body strictly into v.
+func (s *Server) decodeBody(c *gin.Context, v any) error {
+	data, err := readBody(c, s.cfg.MaxBodyBytes, false)
+	if err != nil {
+		return err
+	}
+	if err := decodeStrict(data, v); err != nil {
+		return jsonError(err, data, "", nil)
+	}
+	return nil
+}
+
+// seenWorkers throttles the registry entries of HTTP workers: at most one
+// write per worker a second per API process.
+type seenWorkers struct {
+	mu    sync.Mutex
+	last  map[string]time.Time
+	first map[string]time.Time // for started_at
+}
+
+// seeWorker records an HTTP worker in the registry (GET /v1/workers), as
+// its claims and heartbeats show it alive. Its entry expires like a Go
+// worker's when it stops calling.
+func (s *Server) seeWorker(c *gin.Context, id string, queues []string, concurrency int) {
+	now := time.Now()
+	s.seen.mu.Lock()
+	if s.seen.last == nil || len(s.seen.last) > 100_000 {
+		s.seen.last, s.seen.first = map[string]time.Time{}, map[string]time.Time{}
+	}
+	if now.Sub(s.seen.last[id]) < time.Second {
+		s.seen.mu.Unlock()
+		return
+	}
+	s.seen.last[id] = now
+	first, ok := s.seen.first[id]
+	if !ok {
+		first = now
+		s.seen.first[id] = now
+	}
+	s.seen.mu.Unlock()
+	info := queue.WorkerInfo{ID: id, Hostname: "http:" + c.ClientIP(), Queues: queues, Concurrency: concurrency, ActiveJobs: []string{}, StartedAt: first.UTC()}
+	if err := s.q.Heartbeat(c.Request.Context(), info, s.cfg.WorkerMaxAge); err != nil && !errors.Is(err, c.Request.Context().Err()) {
+		s.log.Debug("registering an HTTP worker failed", "worker_id", id, "err", err)
+	}
+}
+
+// workerRoutes are the routes of the HTTP worker protocol.
+func (s *Server) workerRoutes() []route {
+	lost := "409 when the lease is lost (reclaimed after expiry, cancelled, finished): the worker must stop the job; nothing changed."
+	return []route{
+		{http.MethodPost, "/v1/queues/:q/claim", s.claimQueue, operation{
+			ID: "claimQueue", Tag: "workers", Summary: "Claim jobs (HTTP worker)", Scope: scopeWork,
+			Description: "Leases up to max due jobs of the queue, highest priority first, each with its lease token. With wait_seconds, waits up to that long for a job (woken by the next submit, no polling). " +
+				"The worker must renew each lease (heartbeat) every third of lease.ttl_seconds and end it with complete or fail. Registers the worker in GET /v1/workers.",
+			Body: claimRequest{}, Status: http.StatusOK, Response: claimResult{}, Errors: []int{400, 403, 413, 415, 503},
+		}},
+		{http.MethodPost, "/v1/claim", s.claimAny, operation{
+			ID: "claim", Tag: "workers", Summary: "Claim jobs from several queues, in order (HTTP worker)", Scope: scopeWork,
+			Description: "As POST /v1/queues/{q}/claim over the queues of the body, tried in the given order (like SUNDIAL_QUEUES).",
+			Body:        claimRequest{}, Status: http.StatusOK, Response: claimResult{}, Errors: []int{400, 403, 413, 415, 503},
+		}},
+		{http.MethodPost, "/v1/jobs/:id/heartbeat", s.heartbeat, operation{
+			ID: "heartbeat", Tag: "workers", Summary: "Renew a lease, report progress (HTTP worker)", Scope: scopeWork,
+			Description: "Extends the lease by its TTL. progress (0..100) and message show on the job and as a progress event on the stream (at most one a second per job). " + lost,
+			Body:        heartbeatRequest{}, Status: http.StatusOK, Response: heartbeatResult{}, Errors: []int{400, 403, 404, 409, 413, 415, 503},
+		}},
+		{http.MethodPost, "/v1/jobs/:id/complete", s.completeJob, operation{
+			ID: "completeJob", Tag: "workers", Summary: "Report success (HTTP worker)", Scope: scopeWork,
+			Description: "The attempt succeeded with result (any JSON). " + lost,
+			Body:        completeRequest{}, Status: http.StatusOK, Response: outcomeResult{}, Errors: []int{400, 403, 404, 409, 413, 415, 503},
+		}},
+		{http.MethodPost, "/v1/jobs/:id/fail", s.failJob, operation{
+			ID: "failJob", Tag: "workers", Summary: "Report failure (HTTP worker)", Scope: scopeWork,
+			Description: "The attempt failed: retried with backoff while attempts remain (state scheduled or queued), else dead; retry false sends it to the dead letters at once. " + lost,
+			Body:        failRequest{}, Status: http.StatusOK, Response: outcomeResult{}, Errors: []int{400, 403, 404, 409, 413, 415, 503},
+		}},
+	}
+}

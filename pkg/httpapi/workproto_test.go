@@ -1,0 +1,209 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/job"
+)
+
+func (a *testAPI) claimJobs(t *testing.T, path string, body map[string]any, hdr ...string) []claimedJob {
+	t.Helper()
+	var out claimResult
+	a.do("POST", path, body, hdr...).decode(t, http.StatusOK, &out)
+	return out.Jobs
+}
+
+func TestHTTPWorkerClaimCompleteFail(t *testing.T) {
+	a := start(t)
+	ok := a.submit(t, map[string]any{"type": "a", "payload": map[string]any{"n": 1}})
+	bad := a.submit(t, map[string]any{"type": "a", "max_attempts": 5, "backoff": map[string]any{"base_seconds": 0, "max_seconds": 0}})
+	got := a.claimJobs(t, "/v1/queues/default/claim", map[string]any{"worker_id": "py-1", "max": 10})
+	if len(got) != 2 || got[0].Job.ID != ok.ID || got[1].Job.ID != bad.ID || got[0].Lease.Token == "" || got[0].Job.State != job.Active {
+		t.Fatalf("claimed %+v", got)
+	}
+	if string(got[0].Job.Payload) != `{"n":1}` || got[0].Lease.TTLSeconds != 15 {
+		t.Fatalf("claimed job = %+v", got[0])
+	}
+	// A stale token changes nothing.
+	a.do("POST", "/v1/jobs/"+ok.ID+"/complete", map[string]any{"token": got[0].Lease.Token + "9"}).wantError(t, http.StatusConflict, codeConflict, "")
+	var out outcomeResult
+	a.do("POST", "/v1/jobs/"+ok.ID+"/complete", map[string]any{"token": got[0].Lease.Token, "result": map[string]any{"sent": true}, "worker_id": "py-1"}).
+		decode(t, http.StatusOK, &out)
+	if out.State != "succeeded" {
+		t.Fatalf("complete = %+v", out)
+	}
+	var j job.Job
+	a.do("GET", "/v1/jobs/"+ok.ID, nil).decode(t, http.StatusOK, &j)
+	if j.State != job.Succeeded || string(j.Result) != `{"sent":true}` || j.WorkerID != "py-1" {
+		t.Fatalf("job after complete = %+v", j)
+	}
+	// Completing again: the lease is gone.
+	a.do("POST", "/v1/jobs/"+ok.ID+"/complete", map[string]any{"token": got[0].Lease.Token}).wantError(t, http.StatusConflict, codeConflict, "")
+	// A failure is retried with backoff; retry false sends it to the dead letters.
+	a.do("POST", "/v1/jobs/"+bad.ID+"/fail", map[string]any{"token": got[1].Lease.Token, "error": "smtp down"}).decode(t, http.StatusOK, &out)
+	if out.State != "scheduled" && out.State != "queued" {
+		t.Fatalf("fail = %+v", out)
+	}
+	a.do("POST", "/v1/jobs/"+bad.ID+"/fail", map[string]any{"token": got[1].Lease.Token, "error": "again"}).wantError(t, http.StatusConflict, codeConflict, "")
+	var again []claimedJob
+	for deadline := time.Now().Add(10 * time.Second); len(again) == 0; {
+		if time.Now().After(deadline) {
+			var cur job.Job
+			a.do("GET", "/v1/jobs/"+bad.ID, nil).decode(t, http.StatusOK, &cur)
+			t.Fatalf("the failed job never came back: %+v (fail said %s)", cur, out.State)
+		}
+		again = a.claimJobs(t, "/v1/queues/default/claim", map[string]any{"worker_id": "py-1", "wait_seconds": 1})
+	}
+	a.do("POST", "/v1/jobs/"+bad.ID+"/fail", map[string]any{"token": again[0].Lease.Token, "error": "bad address", "retry": false}).decode(t, http.StatusOK, &out)
+	if out.State != "dead" {
+		t.Fatalf("fail with retry false = %+v", out)
+	}
+	// The HTTP worker is in the registry.
+	var ws workerList
+	a.do("GET", "/v1/workers", nil).decode(t, http.StatusOK, &ws)
+	if len(ws.Workers) != 1 || ws.Workers[0].ID != "py-1" || ws.Workers[0].Queues[0] != "default" {
+		t.Fatalf("workers = %+v", ws.Workers)
+	}
+}
+
+func TestHTTPWorkerLongPollWakesOnSubmit(t *testing.T) {
+	a := start(t)
+	a.submit(t, map[string]any{"type": "warmup", "queue": "lp"})
+	a.claimJobs(t, "/v1/queues/lp/claim", map[string]any{"worker_id": "w"})
+	type answer struct {
+		jobs []claimedJob
+		took time.Duration
+	}
+	done := make(chan answer, 1)
+	begin := time.Now()
+	go func() {
+		var out claimResult
+		res := a.do("POST", "/v1/queues/lp/claim", map[string]any{"worker_id": "w", "wait_seconds": 30})
+		_ = json.Unmarshal(res.body, &out)
+		done <- answer{out.Jobs, time.Since(begin)}
+	}()
+	// The claim is waiting when the wake-up room has it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		a.s.wake.mu.Lock()
+		r := a.s.wake.rooms["lp"]
+		waiting := r != nil && len(r.subs) == 1 && r.watching
+		a.s.wake.mu.Unlock()
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the long poll never started waiting")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	j := a.submit(t, map[string]any{"type": "late", "queue": "lp"})
+	got := <-done
+	if len(got.jobs) != 1 || got.jobs[0].Job.ID != j.ID {
+		t.Fatalf("long poll answered %+v", got.jobs)
+	}
+	if got.took > 10*time.Second {
+		t.Fatalf("long poll took %v: it waited for its timeout instead of the submit", got.took)
+	}
+	// An empty wait ends at its deadline with no jobs.
+	begin = time.Now()
+	if jobs := a.claimJobs(t, "/v1/queues/lp/claim", map[string]any{"worker_id": "w", "wait_seconds": 0.3}); len(jobs) != 0 || time.Since(begin) < 300*time.Millisecond {
+		t.Fatalf("empty wait: %v after %v", jobs, time.Since(begin))
+	}
+}
+
+func TestHTTPWorkerHeartbeatAndProgress(t *testing.T) {
+	a := start(t)
+	j := a.submit(t, map[string]any{"type": "report.build"})
+	got := a.claimJobs(t, "/v1/queues/default/claim", map[string]any{"worker_id": "node-1"})
+	tok := got[0].Lease.Token
+	var hb heartbeatResult
+	a.do("POST", "/v1/jobs/"+j.ID+"/heartbeat", map[string]any{"token": tok, "progress": 40, "message": "page 4 of 10"}).decode(t, http.StatusOK, &hb)
+	if time.Until(time.Time(hb.LeaseExpiresAt)) < 10*time.Second {
+		t.Fatalf("lease expires at %v", time.Time(hb.LeaseExpiresAt))
+	}
+	var cur job.Job
+	a.do("GET", "/v1/jobs/"+j.ID, nil).decode(t, http.StatusOK, &cur)
+	if cur.Progress == nil || cur.Progress.Percent != 40 || cur.Progress.Message != "page 4 of 10" {
+		t.Fatalf("progress = %+v", cur.Progress)
+	}
+	a.do("POST", "/v1/jobs/"+j.ID+"/heartbeat", map[string]any{"token": tok}).decode(t, http.StatusOK, &hb)
+	for _, c := range []struct {
+		body  map[string]any
+		field string
+	}{
+		{map[string]any{}, "token"},
+		{map[string]any{"token": tok, "progress": 101}, "progress"},
+		{map[string]any{"token": tok, "message": "no percent"}, "progress"},
+		{map[string]any{"token": tok, "progres": 5}, "progres"},
+	} {
+		a.do("POST", "/v1/jobs/"+j.ID+"/heartbeat", c.body).wantError(t, http.StatusBadRequest, codeInvalidArgument, c.field)
+	}
+	a.do("POST", "/v1/jobs/"+j.ID+"/cancel", nil).decode(t, http.StatusOK, &cur)
+	a.do("POST", "/v1/jobs/"+j.ID+"/heartbeat", map[string]any{"token": tok}).wantError(t, http.StatusConflict, codeConflict, "")
+	a.do("POST", "/v1/jobs/01JD0000000000000000000000/heartbeat", map[string]any{"token": tok}).wantError(t, http.StatusNotFound, codeNotFound, "")
+}
+
+func TestHTTPWorkerClaimsInOrderAndByType(t *testing.T) {
+	a := start(t)
+	low := a.submit(t, map[string]any{"type": "a", "queue": "q2", "priority": "high"})
+	first := a.submit(t, map[string]any{"type": "a", "queue": "q1", "priority": "low"})
+	other := a.submit(t, map[string]any{"type": "b", "queue": "q1"})
+	// Queues in the given order: q1 before q2, whatever the priorities across them.
+	got := a.claimJobs(t, "/v1/claim", map[string]any{"worker_id": "w", "queues": []string{"q1", "q2"}, "max": 1, "types": []string{"a"}})
+	if len(got) != 1 || got[0].Job.ID != first.ID && got[0].Job.ID != other.ID {
+		t.Fatalf("claimed %+v", got)
+	}
+	// Types guard a claim: q1's next job is of type b (normal before low),
+	// so a worker for type a skips q1 and takes q2's.
+	rest := a.claimJobs(t, "/v1/claim", map[string]any{"worker_id": "w", "queues": []string{"q1", "q2"}, "max": 5, "types": []string{"a"}})
+	ids := map[string]bool{}
+	for _, c := range append(got, rest...) {
+		ids[c.Job.ID] = true
+	}
+	if ids[other.ID] || !ids[low.ID] {
+		t.Fatalf("a worker for type a claimed %v", ids)
+	}
+	for _, c := range []struct {
+		path  string
+		body  map[string]any
+		field string
+	}{
+		{"/v1/claim", map[string]any{"queues": []string{"q1"}}, "worker_id"},
+		{"/v1/claim", map[string]any{"worker_id": "w"}, "queues"},
+		{"/v1/claim", map[string]any{"worker_id": "w", "queues": []string{"q1", "q1"}}, "queues[1]"},
+		{"/v1/queues/q1/claim", map[string]any{"worker_id": "w", "max": 1001}, "max"},
+		{"/v1/queues/q1/claim", map[string]any{"worker_id": "w", "wait_seconds": 61}, "wait_seconds"},
+		{"/v1/queues/q1/claim", map[string]any{"worker_id": "w", "queues": []string{"q2"}}, "queues"},
+		{"/v1/queues/q1/claim", map[string]any{"worker_id": "w", "types": []string{"bad type"}}, "types[0]"},
+	} {
+		a.do("POST", c.path, c.body).wantError(t, http.StatusBadRequest, codeInvalidArgument, c.field)
+	}
+}
+
+func TestAPIKeyScopes(t *testing.T) {
+	a := start(t, func(c *Config) {
+		c.APIKeys = []string{"all-powerful", "w0rker:work", "pr0ducer:submit", "ops:admin", "odd:key:with:colons"}
+	})
+	bearer := func(k string) []string { return []string{"Authorization", "Bearer " + k} }
+	submit := map[string]any{"type": "a"}
+	claim := map[string]any{"worker_id": "w"}
+	a.do("POST", "/v1/jobs", submit, bearer("w0rker")...).wantError(t, http.StatusForbidden, codePermissionDenied, "")
+	a.do("POST", "/v1/jobs", submit, bearer("w0rker:work")...).wantError(t, http.StatusUnauthorized, codeUnauthenticated, "")
+	var j job.Job
+	a.do("POST", "/v1/jobs", submit, bearer("pr0ducer")...).decode(t, http.StatusCreated, &j)
+	a.do("POST", "/v1/queues/default/claim", claim, bearer("pr0ducer")...).wantError(t, http.StatusForbidden, codePermissionDenied, "")
+	a.do("POST", "/v1/jobs/"+j.ID+"/cancel", nil, bearer("pr0ducer")...).wantError(t, http.StatusForbidden, codePermissionDenied, "")
+	got := a.claimJobs(t, "/v1/queues/default/claim", claim, bearer("w0rker")...)
+	if len(got) != 1 {
+		t.Fatalf("worker key claimed %d", len(got))
+	}
+	a.do("GET", "/v1/jobs/"+j.ID, nil, bearer("w0rker")...).decode(t, http.StatusOK, &j)
+	a.do("POST", "/v1/jobs/"+j.ID+"/cancel", nil, bearer("ops")...).decode(t, http.StatusOK, &j)
+	a.do("POST", "/v1/jobs", submit, bearer("ops")...).decode(t, http.StatusCreated, &j)
+	a.do("POST", "/v1/jobs", submit, bearer("all-powerful")...).decode(t, http.StatusCreated, &j)
+	a.do("POST", "/v1/jobs", submit, bearer("odd:key:with:colons")...).decode(t, http.StatusCreated, &j)
+}
