@@ -54,6 +54,7 @@ func Cleanup() {
 // Proc is a service process started by a test.
 type Proc struct {
 	bin  string
+	args []string
 	env  []string
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -66,21 +67,28 @@ type Proc struct {
 // logged if the test failed.
 func Start(t testing.TB, bin string, env ...string) *Proc {
 	t.Helper()
-	p := &Proc{bin: bin, env: env}
+	return StartCmd(t, []string{bin}, env...)
+}
+
+// StartCmd is Start for a command with arguments (argv[0] is looked up on
+// PATH), e.g. a worker written in another language.
+func StartCmd(t testing.TB, argv []string, env ...string) *Proc {
+	t.Helper()
+	p := &Proc{bin: argv[0], args: argv[1:], env: env}
 	if err := p.start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		p.Kill()
 		if t.Failed() {
-			t.Logf("%s output:\n%s", filepath.Base(bin), p.Output())
+			t.Logf("%s output:\n%s", filepath.Base(p.bin), p.Output())
 		}
 	})
 	return p
 }
 
 func (p *Proc) start() error {
-	cmd := exec.Command(p.bin)
+	cmd := exec.Command(p.bin, p.args...)
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	w := writerFunc(func(b []byte) (int, error) {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/gin-gonic/gin"
@@ -236,6 +237,10 @@ func (s *Server) newEngine() (*gin.Engine, error) {
 	}
 	e.Use(s.observe(newRequestIDs()), s.recoverer, s.cors, s.guard)
 	for _, r := range s.routes() {
+		if r.Doc.Public || !strings.HasPrefix(r.Path, "/v1/") {
+			e.Handle(r.Method, r.Path, r.Handler)
+			continue
+		}
 		e.Handle(r.Method, r.Path, s.requireScope(r.Doc.scope(r.Method)), r.Handler)
 	}
 	e.NoRoute(s.notFound)

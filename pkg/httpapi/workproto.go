@@ -173,10 +173,13 @@ func (s *Server) claim(c *gin.Context, queues []string) {
 		if len(out.Jobs) > 0 || left <= 0 {
 			break
 		}
-		t := time.NewTimer(left)
+		// A long-polling worker is alive: its registry entry is kept fresh
+		// while it waits.
+		t := time.NewTimer(min(left, s.registryBeat()))
 		select {
 		case <-wake:
 		case <-t.C:
+			s.seeWorker(c, req.WorkerID, queues, req.Max)
 		case <-s.wake.closing:
 		case <-ctx.Done():
 		}
@@ -361,6 +364,10 @@ type seenWorkers struct {
 	first map[string]time.Time // for started_at
 }
 
+// registryBeat is how often an HTTP worker's registry entry is renewed:
+// a third of its lifetime, at most once a second.
+func (s *Server) registryBeat() time.Duration { return min(time.Second, s.cfg.WorkerMaxAge/3) }
+
 // seeWorker records an HTTP worker in the registry (GET /v1/workers), as
 // its claims and heartbeats show it alive. Its entry expires like a Go
 // worker's when it stops calling.
@@ -370,7 +377,7 @@ func (s *Server) seeWorker(c *gin.Context, id string, queues []string, concurren
 	if s.seen.last == nil || len(s.seen.last) > 100_000 {
 		s.seen.last, s.seen.first = map[string]time.Time{}, map[string]time.Time{}
 	}
-	if now.Sub(s.seen.last[id]) < time.Second {
+	if now.Sub(s.seen.last[id]) < s.registryBeat() {
 		s.seen.mu.Unlock()
 		return
 	}

@@ -206,4 +206,10 @@ func TestAPIKeyScopes(t *testing.T) {
 	a.do("POST", "/v1/jobs", submit, bearer("ops")...).decode(t, http.StatusCreated, &j)
 	a.do("POST", "/v1/jobs", submit, bearer("all-powerful")...).decode(t, http.StatusCreated, &j)
 	a.do("POST", "/v1/jobs", submit, bearer("odd:key:with:colons")...).decode(t, http.StatusCreated, &j)
+	// Public routes need no key at all.
+	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+		if res := a.do("GET", p, nil); res.status != http.StatusOK {
+			t.Fatalf("GET %s without a key = %d %s", p, res.status, res.body)
+		}
+	}
 }

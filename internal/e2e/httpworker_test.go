@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/sundialhq/sundial/internal/proctest"
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/queue/queuetest"
+)
+
+// needTool skips (or, under CI, fails) a test whose language runtime is missing.
+func needTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s not found on PATH", name)
+		}
+		t.Skipf("%s not found on PATH", name)
+	}
+	return p
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// The example workers of examples/ (Python with its standard library, Node
+// with fetch) run the built-in job types against the real API: every job
+// runs once and succeeds; a worker killed mid-job loses its lease and the
+// job is finished by the other.
+func TestExampleHTTPWorkers(t *testing.T) {
+	python, node := needTool(t, "python3"), needTool(t, "node")
+	srv := queuetest.Start(t)
+	addr := freeAddr(t)
+	env := serviceEnv(srv, "SUNDIAL_HISTORY=off", "SUNDIAL_HTTP_ADDR="+addr, "SUNDIAL_API_KEYS=producer:submit,w0rker:work")
+	proctest.Start(t, proctest.Binary(t, "api"), env...)
+	proctest.Start(t, proctest.Binary(t, "poller"), env...)
+	base := "http://" + addr
+	queuetest.Eventually(t, 30*time.Second, "the API", func() bool {
+		res, err := http.Get(base + "/readyz")
+		if err == nil {
+			res.Body.Close()
+		}
+		return err == nil && res.StatusCode == http.StatusOK
+	})
+	workerEnv := []string{"SUNDIAL_URL=" + base, "SUNDIAL_API_KEY=w0rker", "SUNDIAL_QUEUES=polyglot"}
+	py := proctest.StartCmd(t, []string{python, "../../examples/python_worker.py"}, append(workerEnv, "SUNDIAL_WORKER_ID=py")...)
+	proctest.StartCmd(t, []string{node, "../../examples/node_worker.mjs"}, append(workerEnv, "SUNDIAL_WORKER_ID=node")...)
+
+	submit := func(spec map[string]any) string {
+		t.Helper()
+		spec["queue"] = "polyglot"
+		b, _ := json.Marshal(spec)
+		req, _ := http.NewRequest("POST", base+"/v1/jobs", bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer producer")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var j job.Job
+		if res.StatusCode != http.StatusCreated || json.NewDecoder(res.Body).Decode(&j) != nil {
+			t.Fatalf("submit: %d", res.StatusCode)
+		}
+		return j.ID
+	}
+	q := queue.New(srv.Client(), queue.Options{})
+	ctx := context.Background()
+	type want struct {
+		id      string
+		attempt int
+		result  string // expected result JSON; "" = not checked
+	}
+	var jobs []want
+	for i := 0; i < 20; i++ {
+		jobs = append(jobs,
+			want{submit(map[string]any{"type": "sundial.echo", "payload": map[string]any{"i": i}}), 1, fmt.Sprintf(`{"i":%d}`, i)},
+			want{submit(map[string]any{"type": "sundial.sleep", "payload": map[string]any{"ms": 40}}), 1, `{"slept_ms":40}`},
+			want{submit(map[string]any{"type": "sundial.fail", "payload": map[string]any{"times": 1}, "backoff": map[string]any{"base_seconds": 0, "max_seconds": 0}}), 2, `{"failed_attempts":1}`},
+		)
+	}
+	for _, w := range jobs {
+		queuetest.Eventually(t, 60*time.Second, "job "+w.id+" to succeed", func() bool {
+			j, err := q.Get(ctx, w.id)
+			return err == nil && j.State == job.Succeeded
+		})
+		j, _ := q.Get(ctx, w.id)
+		var got bytes.Buffer
+		_ = json.Compact(&got, j.Result)
+		if j.Attempt != w.attempt || got.String() != w.result {
+			t.Fatalf("job %s (%s): %d attempts, result %s; want %d, %s", j.ID, j.Type, j.Attempt, j.Result, w.attempt, w.result)
+		}
+	}
+	// Both workers took part and are in the registry.
+	ws, err := q.Workers(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, w := range ws {
+		seen[w.ID] = true
+	}
+	if !seen["py"] || !seen["node"] {
+		t.Fatalf("workers = %v", seen)
+	}
+
+	// Kill the Python worker in the middle of a long job: its lease runs
+	// out (SUNDIAL_LEASE_TTL=1s) and the Node worker finishes the job.
+	long := submit(map[string]any{"type": "sundial.sleep", "payload": map[string]any{"ms": 3000}, "backoff": map[string]any{"base_seconds": 0, "max_seconds": 0}})
+	queuetest.Eventually(t, 30*time.Second, "the long job to run on the Python worker", func() bool {
+		j, err := q.Get(ctx, long)
+		return err == nil && j.State == job.Active && j.WorkerID == "py" && j.Progress != nil
+	})
+	py.Kill()
+	queuetest.Eventually(t, 60*time.Second, "the long job to be finished by the Node worker", func() bool {
+		j, err := q.Get(ctx, long)
+		return err == nil && j.State == job.Succeeded
+	})
+	j, _ := q.Get(ctx, long)
+	if j.Attempt != 2 || j.WorkerID != "node" {
+		t.Fatalf("long job = attempt %d on %s; want attempt 2 on node", j.Attempt, j.WorkerID)
+	}
+}
