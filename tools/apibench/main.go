@@ -5,6 +5,8 @@
 //	apibench -mode batch -c 4 -batch 1000       # POST /v1/jobs/batch
 //	apibench -mode rate -rate 2000 -d 10s       # POST /v1/jobs at a fixed rate (open loop)
 //	apibench -mode stream -clients 500 -rate 200 # websocket delivery latency
+//	apibench -mode claim -workers 20 -rate 1000   # HTTP workers: enqueue→claim latency
+//	apibench -mode claim -workers 200 -rate 0 -pids api=PID,redis=PID  # idle long polls' CPU
 //
 // It stops by itself after -d. Run the API with SUNDIAL_RATE_LIMIT=0 (or a
 // high limit), and without workers on the bench queue for -mode stream.
@@ -33,8 +35,9 @@ import (
 
 type options struct {
 	base, key, mode, queue, jobType string
-	conns, batch, clients           int
+	conns, batch, clients, workers  int
 	rate                            float64
+	pids                            string
 	duration, grace                 time.Duration
 	allowRemote                     bool
 }
@@ -43,12 +46,14 @@ func main() {
 	var o options
 	flag.StringVar(&o.base, "url", "http://127.0.0.1:8080", "the API's base URL")
 	flag.StringVar(&o.key, "key", "", "API key, when the API needs one")
-	flag.StringVar(&o.mode, "mode", "submit", "submit | batch | rate | stream")
+	flag.StringVar(&o.mode, "mode", "submit", "submit | batch | rate | stream | claim")
 	flag.StringVar(&o.queue, "queue", fmt.Sprintf("bench-%d", os.Getpid()), "queue the jobs go to")
 	flag.StringVar(&o.jobType, "type", "bench.noop", "job type")
 	flag.IntVar(&o.conns, "c", 32, "concurrent connections (submit, batch)")
 	flag.IntVar(&o.batch, "batch", 1000, "jobs per batch (batch)")
 	flag.IntVar(&o.clients, "clients", 500, "websocket clients (stream)")
+	flag.IntVar(&o.workers, "workers", 20, "long-polling HTTP workers (claim)")
+	flag.StringVar(&o.pids, "pids", "", "claim: name=pid,… of processes whose CPU time to report (e.g. api=123,redis=456)")
 	flag.Float64Var(&o.rate, "rate", 2000, "requests per second (rate), events per second (stream)")
 	flag.DurationVar(&o.duration, "d", 10*time.Second, "how long to load")
 	flag.DurationVar(&o.grace, "grace", 3*time.Second, "stream: how long to wait for the last events")
@@ -68,8 +73,9 @@ func run(o options) error {
 	if !o.allowRemote && !loopback(u.Hostname()) {
 		return fmt.Errorf("-url %q is not on loopback; pass -allow-remote to load it anyway", o.base)
 	}
+	conns := max(o.conns, o.workers) * 2
 	b := &bench{o: o, client: &http.Client{Transport: &http.Transport{
-		MaxIdleConns: o.conns * 2, MaxIdleConnsPerHost: o.conns * 2, MaxConnsPerHost: o.conns * 2,
+		MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns,
 	}}}
 	switch o.mode {
 	case "submit":
@@ -81,8 +87,10 @@ func run(o options) error {
 		return b.openLoop()
 	case "stream":
 		return b.stream()
+	case "claim":
+		return b.claimBench()
 	}
-	return fmt.Errorf("-mode %q: want submit, batch, rate or stream", o.mode)
+	return fmt.Errorf("-mode %q: want submit, batch, rate, stream or claim", o.mode)
 }
 
 func loopback(host string) bool {
