@@ -213,3 +213,20 @@ func TestAPIKeyScopes(t *testing.T) {
 		}
 	}
 }
+
+// HTTP claims go through the same claim script as Go workers: strict
+// priority within a queue.
+func TestHTTPWorkerClaimsInPriorityOrder(t *testing.T) {
+	a := start(t)
+	low := a.submit(t, map[string]any{"type": "a", "priority": "low"})
+	normal := a.submit(t, map[string]any{"type": "a"})
+	high := a.submit(t, map[string]any{"type": "a", "priority": "high"})
+	var order []string
+	for i := 0; i < 3; i++ {
+		got := a.claimJobs(t, "/v1/queues/default/claim", map[string]any{"worker_id": "w"})
+		order = append(order, got[0].Job.ID)
+	}
+	if order[0] != high.ID || order[1] != normal.ID || order[2] != low.ID {
+		t.Fatalf("claimed %v, want high, normal, low", order)
+	}
+}
