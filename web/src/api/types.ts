@@ -25,6 +25,8 @@ export interface Job {
   worker_id?: string;
   result?: unknown;
   last_error?: string;
+  /** What the running attempt last reported (active jobs only). */
+  progress?: { percent: number; message?: string; at: string };
 }
 
 export interface JobPage {

@@ -100,6 +100,15 @@ export function JobDetail({ id }: { id: string }) {
             <dt>started</dt><dd title={j.started_at}>{when(j.started_at)}</dd>
             <dt>finished</dt><dd title={j.finished_at}>{when(j.finished_at)}</dd>
             <dt>worker</dt><dd className="mono">{j.worker_id || "–"}</dd>
+            {j.progress && state === "active" ? (
+              <>
+                <dt>progress</dt>
+                <dd data-testid="job-progress">
+                  <progress max={100} value={j.progress.percent} aria-label="Progress" /> {j.progress.percent}%
+                  {j.progress.message ? <span className="muted"> — {j.progress.message}</span> : null}
+                </dd>
+              </>
+            ) : null}
             {j.idempotency_key ? (<><dt>idempotency key</dt><dd className="mono">{j.idempotency_key}</dd></>) : null}
           </dl>
           <h2>Dependencies</h2>
