@@ -82,11 +82,12 @@ if [ "${SUNDIAL_DEV_NO_MONGO:-}" != 1 ] && [ -f scripts/mongo-standin.sh ]; then
     SUDO=""; [ "$(id -u)" != 0 ] && SUDO=sudo
     $SUDO apt-get update -qq && $SUDO DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
   fi
-  say "building the MongoDB stand-in (FerretDB; about 5 minutes the first time, cached after)"
-  bash scripts/mongo-standin.sh build
-  say "starting the MongoDB stand-in (FerretDB on PostgreSQL) on 127.0.0.1:$mongo_port"
+  # The stand-in starts in the background: its first build takes about five
+  # minutes, and the queue does not need it — the API answers at once, the
+  # poller's history writer catches up when MongoDB comes (events wait in
+  # Redis meanwhile), and /readyz says history is down until then.
+  say "starting the MongoDB stand-in (FerretDB on PostgreSQL) on 127.0.0.1:$mongo_port in the background"
   start 3 mongo bash scripts/mongo-standin.sh --port "$mongo_port"
-  wait_for "the MongoDB stand-in" bash -c "exec 3<>/dev/tcp/127.0.0.1/$mongo_port"
   export SUNDIAL_MONGO_URI="mongodb://127.0.0.1:$mongo_port"
 else
   say "running without MongoDB history (SUNDIAL_DEV_NO_MONGO=1 or no stand-in)"
@@ -99,6 +100,11 @@ SUNDIAL_METRICS_ADDR=127.0.0.1:9091 start 2 poller "$state/bin/poller"
 SUNDIAL_WORKER_ID="$(hostname)-worker-1" SUNDIAL_METRICS_ADDR=127.0.0.1:9092 start 1 worker-1 "$state/bin/worker"
 SUNDIAL_WORKER_ID="$(hostname)-worker-2" SUNDIAL_METRICS_ADDR=127.0.0.1:9093 start 1 worker-2 "$state/bin/worker"
 wait_for "the API" bash -c "exec 3<>/dev/tcp/${SUNDIAL_HTTP_ADDR%:*}/${SUNDIAL_HTTP_ADDR##*:}"
+history_note=""
+if [ ${#stage3[@]} -gt 0 ] && ! bash -c "exec 3<>/dev/tcp/127.0.0.1/$mongo_port" 2>/dev/null; then
+  history_note="  History:  the MongoDB stand-in is still starting (its first build takes ~5 min; .local/logs/mongo.log);
+            jobs run meanwhile and their history is written when it is up."
+fi
 
 cat <<MSG
 
@@ -108,6 +114,7 @@ $(say "Sundial is running: http://$SUNDIAL_HTTP_ADDR/  (live page)")
   Try:      curl -s -XPOST http://$SUNDIAL_HTTP_ADDR/v1/jobs -H 'Content-Type: application/json' \\
               -d '{"type":"sundial.echo","payload":{"hello":"world"}}'
   Metrics:  poller http://127.0.0.1:9091/metrics, workers :9092 and :9093
+$history_note
   Logs:     .local/logs/
 Press Ctrl-C to stop.
 MSG
