@@ -227,28 +227,59 @@ func (r *claimRequest) validate(queues []string) error {
 	return nil
 }
 
+// checkLease checks what every lease call carries.
+func checkLease(token, workerID string) error {
+	if token == "" {
+		return invalid("token", "token: required (the lease token of the claim)")
+	}
+	if workerID != "" && !workerIDRe.MatchString(workerID) {
+		return invalid("worker_id", "worker_id: 1-128 characters of A-Z a-z 0-9 _ . : @ -")
+	}
+	return nil
+}
+
+func (r *heartbeatRequest) check() error {
+	switch {
+	case r.Progress != nil && (*r.Progress < 0 || *r.Progress > 100):
+		return invalid("progress", "progress: 0 to 100")
+	case len(r.Message) > maxMessageLen:
+		return invalid("message", "message: at most %d bytes", maxMessageLen)
+	case r.Progress == nil && r.Message != "":
+		return invalid("progress", "progress: required with a message")
+	}
+	return checkLease(r.Token, r.WorkerID)
+}
+
+func (r *completeRequest) check() error { return checkLease(r.Token, r.WorkerID) }
+
+func (r *failRequest) check() error {
+	switch {
+	case strings.TrimSpace(r.Error) == "":
+		return invalid("error", "error: required, a message saying what went wrong")
+	case len(r.Error) > maxErrorLen:
+		return invalid("error", "error: at most %d bytes", maxErrorLen)
+	}
+	return checkLease(r.Token, r.WorkerID)
+}
+
+// bind decodes a lease call's body strictly and checks it; false when it
+// answered an error.
+func (s *Server) bind(c *gin.Context, req interface{ check() error }) bool {
+	err := s.decodeBody(c, req)
+	if err == nil {
+		err = req.check()
+	}
+	if err != nil {
+		fail(c, err)
+		return false
+	}
+	return true
+}
+
 // heartbeat handles POST /v1/jobs/{id}/heartbeat.
 func (s *Server) heartbeat(c *gin.Context) {
 	var req heartbeatRequest
-	if err := s.decodeBody(c, &req); err != nil {
-		fail(c, err)
-		return
-	}
-	switch {
-	case req.Token == "":
-		fail(c, invalid("token", "token: required (the lease token of the claim)"))
-		return
-	case req.Progress != nil && (*req.Progress < 0 || *req.Progress > 100):
-		fail(c, invalid("progress", "progress: 0 to 100"))
-		return
-	case len(req.Message) > maxMessageLen:
-		fail(c, invalid("message", "message: at most %d bytes", maxMessageLen))
-		return
-	case req.Progress == nil && req.Message != "":
-		fail(c, invalid("progress", "progress: required with a message"))
-		return
-	case req.WorkerID != "" && !workerIDRe.MatchString(req.WorkerID):
-		fail(c, invalid("worker_id", "worker_id: 1-128 characters of A-Z a-z 0-9 _ . : @ -"))
+	if !s.bind(c, &req) {
 		return
 	}
 	ctx := c.Request.Context()
@@ -284,33 +315,15 @@ func (s *Server) heartbeat(c *gin.Context) {
 // completeJob handles POST /v1/jobs/{id}/complete.
 func (s *Server) completeJob(c *gin.Context) {
 	var req completeRequest
-	if err := s.decodeBody(c, &req); err != nil {
-		fail(c, err)
-		return
+	if s.bind(c, &req) {
+		s.report(c, queue.Outcome{ID: c.Param("id"), Token: req.Token, Kind: queue.OutcomeSucceeded, Result: req.Result, WorkerID: req.WorkerID})
 	}
-	if req.Token == "" {
-		fail(c, invalid("token", "token: required (the lease token of the claim)"))
-		return
-	}
-	s.report(c, queue.Outcome{ID: c.Param("id"), Token: req.Token, Kind: queue.OutcomeSucceeded, Result: req.Result, WorkerID: req.WorkerID})
 }
 
 // failJob handles POST /v1/jobs/{id}/fail.
 func (s *Server) failJob(c *gin.Context) {
 	var req failRequest
-	if err := s.decodeBody(c, &req); err != nil {
-		fail(c, err)
-		return
-	}
-	switch {
-	case req.Token == "":
-		fail(c, invalid("token", "token: required (the lease token of the claim)"))
-		return
-	case strings.TrimSpace(req.Error) == "":
-		fail(c, invalid("error", "error: required, a message saying what went wrong"))
-		return
-	case len(req.Error) > maxErrorLen:
-		fail(c, invalid("error", "error: at most %d bytes", maxErrorLen))
+	if !s.bind(c, &req) {
 		return
 	}
 	kind := queue.OutcomeFailed
@@ -322,10 +335,6 @@ func (s *Server) failJob(c *gin.Context) {
 
 // report writes one outcome with the same script as the Go worker.
 func (s *Server) report(c *gin.Context, o queue.Outcome) {
-	if o.WorkerID != "" && !workerIDRe.MatchString(o.WorkerID) {
-		fail(c, invalid("worker_id", "worker_id: 1-128 characters of A-Z a-z 0-9 _ . : @ -"))
-		return
-	}
 	ctx := c.Request.Context()
 	q, err := s.q.QueueOf(ctx, o.ID)
 	if err != nil {
