@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/sundialhq/sundial/pkg/job"
 )
 
@@ -388,43 +387,6 @@ func (c *Client) Pause(ctx context.Context, queue string) error {
 // Resume lets workers claim queue's jobs again and wakes idle ones.
 func (c *Client) Resume(ctx context.Context, queue string) error {
 	return c.run(ctx, c.scripts.resume, c.keysFor(queue), c.opts.Now()).Err()
-}
-
-// WaitForWork blocks until a job may have arrived in one of queues, timeout
-// passes, or ctx ends. It returns true when woken by a signal. Idle workers
-// call it after a claim came back empty (which cleared the signal list), so
-// a submit after that claim always wakes one of them.
-func (c *Client) WaitForWork(ctx context.Context, queues []string, timeout time.Duration) (bool, error) {
-	keys := make([]string, len(queues))
-	for i, q := range queues {
-		keys[i] = c.keysFor(q).key(kSignal)
-	}
-	if _, cluster := c.rdb.(*redis.ClusterClient); cluster && len(keys) > 1 {
-		// Keys of different queues live in different slots: wait on each in
-		// turn for a slice of the timeout.
-		slice := max(timeout/time.Duration(len(keys)), 50*time.Millisecond)
-		for _, key := range keys {
-			ok, err := c.blpop(ctx, slice, key)
-			if ok || err != nil {
-				return ok, err
-			}
-		}
-		return false, nil
-	}
-	return c.blpop(ctx, timeout, keys...)
-}
-
-func (c *Client) blpop(ctx context.Context, timeout time.Duration, keys ...string) (bool, error) {
-	err := c.rdb.BLPop(ctx, timeout, keys...).Err()
-	switch {
-	case err == nil:
-		return true, nil
-	case err == redis.Nil:
-		return false, nil
-	case ctx.Err() != nil:
-		return false, ctx.Err()
-	}
-	return false, err
 }
 
 func toAny(s []string) []any {

@@ -1,0 +1,220 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// WaitForWork blocks until a job may have arrived in one of queues, timeout
+// passes, or ctx ends. It returns true when woken by a signal. Idle workers
+// call it after a claim came back empty (which cleared the signal lists), so
+// a submit after that claim always wakes one of them.
+//
+// On one Redis (or Sentinel) it is one BLPOP over every queue's signal list.
+// On Redis Cluster one BLPOP cannot span slots, so it blocks on every slot
+// at once, one BLPOP per slot on that slot's master: the first wake wins and
+// the other BLPOPs are ended with CLIENT UNBLOCK, so each call returns its
+// connections to the pool before it returns.
+func (c *Client) WaitForWork(ctx context.Context, queues []string, timeout time.Duration) (bool, error) {
+	keys := make([]string, len(queues))
+	for i, q := range queues {
+		keys[i] = c.keysFor(q).key(kSignal)
+	}
+	cc, cluster := c.rdb.(*redis.ClusterClient)
+	if !cluster {
+		return blpop(ctx, c.rdb, timeout, keys...)
+	}
+	groups := groupBySlot(keys)
+	if len(groups) == 1 {
+		ok, err := blpop(ctx, c.rdb, timeout, keys...)
+		return movedIsWake(ctx, cc, ok, err)
+	}
+	return waitSlots(ctx, cc, groups, timeout)
+}
+
+// waiter is one slot's BLPOP in a cluster-wide wait.
+type waiter struct {
+	node *redis.Client
+	id   int64 // CLIENT ID of the blocked connection; 0 until known
+	done chan struct{}
+	ok   bool
+	err  error
+}
+
+// waitSlots runs one BLPOP per slot group concurrently and returns at the
+// first wake, error, timeout or end of ctx, after ending every other BLPOP.
+func waitSlots(ctx context.Context, cc *redis.ClusterClient, groups [][]string, timeout time.Duration) (bool, error) {
+	var (
+		mu      sync.Mutex
+		stopped bool
+		first   = make(chan *waiter, len(groups))
+	)
+	ws := make([]*waiter, len(groups))
+	for i, keys := range groups {
+		w := &waiter{done: make(chan struct{})}
+		ws[i] = w
+		go func() {
+			defer close(w.done)
+			defer func() { first <- w }()
+			node, err := cc.MasterForKey(ctx, keys[0])
+			if err != nil {
+				w.err = err
+				return
+			}
+			conn := node.Conn()
+			defer conn.Close()
+			id, err := conn.ClientID(ctx).Result()
+			if err != nil {
+				w.err = err
+				return
+			}
+			mu.Lock()
+			if stopped {
+				mu.Unlock()
+				return
+			}
+			w.node, w.id = node, id
+			mu.Unlock()
+			w.ok, w.err = blpop(ctx, conn, timeout, keys...)
+		}()
+	}
+
+	var win *waiter
+	finished := 0
+wait:
+	for finished < len(ws) {
+		select {
+		case w := <-first:
+			finished++
+			if w.ok || w.err != nil {
+				win = w
+				break wait
+			}
+		case <-ctx.Done():
+			break wait
+		}
+	}
+
+	// End the BLPOPs still blocked. An UNBLOCK can reach the server before
+	// its BLPOP does (then it answers 0): repeat until each waiter is done.
+	mu.Lock()
+	stopped = true
+	mu.Unlock()
+	unblockCtx := context.WithoutCancel(ctx)
+	for _, w := range ws {
+		for {
+			select {
+			case <-w.done:
+			default:
+				mu.Lock()
+				node, id := w.node, w.id
+				mu.Unlock()
+				if node != nil {
+					node.ClientUnblock(unblockCtx, id)
+				}
+				select {
+				case <-w.done:
+				case <-time.After(5 * time.Millisecond):
+					continue
+				}
+			}
+			break
+		}
+	}
+
+	switch {
+	case win != nil:
+		return movedIsWake(ctx, cc, win.ok, win.err)
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	}
+	return false, nil
+}
+
+// movedIsWake turns a MOVED, ASK or TRYAGAIN answer (a slot is migrating or
+// its shard failed over) into a wake after refreshing the cluster map: the
+// caller's next claim goes to the slot's new owner.
+func movedIsWake(ctx context.Context, cc *redis.ClusterClient, ok bool, err error) (bool, error) {
+	if err == nil {
+		return ok, nil
+	}
+	if ctx.Err() == nil && isRedirect(err) {
+		cc.ReloadState(ctx)
+		return true, nil
+	}
+	return ok, err
+}
+
+func isRedirect(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ") || strings.HasPrefix(msg, "TRYAGAIN")
+}
+
+func blpop(ctx context.Context, rdb redis.Cmdable, timeout time.Duration, keys ...string) (bool, error) {
+	err := rdb.BLPop(ctx, timeout, keys...).Err()
+	switch {
+	case err == nil:
+		return true, nil
+	case err == redis.Nil:
+		return false, nil
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	}
+	return false, err
+}
+
+// groupBySlot groups keys by their Redis Cluster slot, keeping the order in
+// which each slot first appears.
+func groupBySlot(keys []string) [][]string {
+	index := map[int]int{}
+	var out [][]string
+	for _, k := range keys {
+		s := Slot(k)
+		i, seen := index[s]
+		if !seen {
+			i = len(out)
+			index[s] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], k)
+	}
+	return out
+}
+
+// Slot returns the Redis Cluster slot of key: CRC16 of its hash tag (the
+// part between the first "{" and the next "}", when not empty) or of the
+// whole key, modulo 16384.
+func Slot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	return int(crc16(key) % 16384)
+}
+
+// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0), the checksum
+// Redis Cluster hashes keys with.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for b := 0; b < 8; b++ {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
