@@ -113,6 +113,12 @@ func (c *Client) Stats(ctx context.Context, queues ...string) ([]QueueStats, err
 			return nil, err
 		}
 	}
+	return c.stats(ctx, queues, rateWindow)
+}
+
+// stats reads the counts of queues in one pipeline, with the processed rate
+// over the last window seconds (none when window is 0).
+func (c *Client) stats(ctx context.Context, queues []string, window int64) ([]QueueStats, error) {
 	nowSec := c.opts.Now().Unix()
 	pipe := c.rdb.Pipeline()
 	type cmds struct {
@@ -134,7 +140,7 @@ func (c *Client) Stats(ctx context.Context, queues ...string) ([]QueueStats, err
 			paused:  pipe.Exists(ctx, k.key(kPaused)),
 			totals:  pipe.HMGet(ctx, k.key(kStats), "submitted_total", "succeeded_total", "failed_total", "tomb_high", "tomb_normal", "tomb_low"),
 		}
-		for s := int64(1); s <= rateWindow; s++ {
+		for s := int64(1); s <= window; s++ {
 			cm.rate = append(cm.rate, pipe.Get(ctx, k.tput(nowSec-s)))
 		}
 		all[i] = cm
@@ -171,7 +177,7 @@ func (c *Client) Stats(ctx context.Context, queues ...string) ([]QueueStats, err
 			SubmittedTotal:     num(0),
 			SucceededTotal:     num(1),
 			FailedTotal:        num(2),
-			ProcessedPerSecond: float64(processed) / rateWindow,
+			ProcessedPerSecond: float64(processed) / float64(max(window, 1)),
 		}
 	}
 	return out, nil

@@ -1,0 +1,279 @@
+package sundial
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/schedule"
+)
+
+// Record is a job as Sundial stores it: its id, state, attempts, times,
+// result and last error. Get, Cancel and Retry return it, and handlers
+// receive it.
+type Record = job.Job
+
+// Priority orders jobs inside one queue, strictly: no Normal job starts
+// while a High one is due, and no Low one while a Normal one is due.
+type Priority = job.Priority
+
+// The three priorities.
+const (
+	High   = job.High
+	Normal = job.Normal
+	Low    = job.Low
+)
+
+// State is where a job is in its lifecycle (Record.State).
+type State = job.State
+
+// The job states. Succeeded, Dead and Cancelled are final.
+const (
+	Waiting   = job.Waiting   // on the jobs it depends on
+	Scheduled = job.Scheduled // due later, or waiting for a retry
+	Queued    = job.Queued    // due, waiting for a worker
+	Active    = job.Active    // running
+	Succeeded = job.Succeeded
+	Dead      = job.Dead // attempts exhausted or not retryable
+	Cancelled = job.Cancelled
+)
+
+// Backoff is the retry delay policy: the delay before retry n is random
+// between 0 and min(MaxSeconds, BaseSeconds·2^(n-1)).
+type Backoff = job.Backoff
+
+// Errors of Get, Cancel and Retry; test them with errors.Is.
+var (
+	// ErrNotFound: no job with that id is in Redis (it may have been
+	// pruned after its retention; the history store still has it).
+	ErrNotFound = queue.ErrNotFound
+	// ErrConflict: the job's state does not allow the operation, e.g.
+	// cancelling a job that already succeeded.
+	ErrConflict = queue.ErrConflict
+)
+
+// Job is a job to submit. Only Type is required.
+type Job struct {
+	// Type names the handler that runs the job, e.g. "email.send".
+	Type string
+	// Payload is the job's input: any value encoding/json can marshal, or
+	// JSON as json.RawMessage or []byte. Nil means none.
+	Payload any
+	// Queue is the queue the job goes to; default "default".
+	Queue string
+	// Priority within the queue; default Normal.
+	Priority Priority
+	// RunAt is when the job becomes due; Delay is the same counted from
+	// now. Set at most one; neither means at once.
+	RunAt time.Time
+	Delay time.Duration
+	// MaxAttempts is how often the job is tried before it goes dead;
+	// default 3.
+	MaxAttempts int
+	// Timeout bounds one attempt, in whole seconds (rounded up); default
+	// 30 s. The handler's context ends when it passes.
+	Timeout time.Duration
+	// Backoff is the retry delay policy; default 5 s doubling up to 1 h.
+	Backoff *Backoff
+	// IdempotencyKey makes a repeated submit harmless: within 24 hours the
+	// same key in the same queue returns the first job and creates nothing.
+	IdempotencyKey string
+	// DependsOn lists jobs of the same queue that must succeed first, by
+	// id; in SubmitMany also "#n", the n-th job of the same call. The job
+	// waits until they have, and goes dead if one of them does.
+	DependsOn []string
+}
+
+// spec turns j into the engine's submit spec.
+func (j Job) spec() (job.Spec, error) {
+	s := job.Spec{
+		Queue: j.Queue, Type: j.Type, Priority: j.Priority, Backoff: j.Backoff,
+		IdempotencyKey: j.IdempotencyKey, DependsOn: j.DependsOn,
+	}
+	switch p := j.Payload.(type) {
+	case nil:
+	case json.RawMessage:
+		s.Payload = p
+	case []byte:
+		s.Payload = p
+	default:
+		b, err := json.Marshal(p)
+		if err != nil {
+			return s, fmt.Errorf("sundial: payload: %w", err)
+		}
+		s.Payload = b
+	}
+	if !j.RunAt.IsZero() {
+		t := j.RunAt
+		s.RunAt = &t
+	}
+	if j.Delay != 0 {
+		d := j.Delay.Seconds()
+		s.DelaySeconds = &d
+	}
+	if j.MaxAttempts != 0 {
+		n := j.MaxAttempts
+		s.MaxAttempts = &n
+	}
+	if j.Timeout != 0 {
+		n := int((j.Timeout + time.Second - 1) / time.Second) // whole seconds, rounded up
+		s.TimeoutSeconds = &n
+	}
+	return s, nil
+}
+
+// Submitted is the outcome of submitting one job.
+type Submitted struct {
+	// Job is the stored job; for a duplicate, the earlier one.
+	Job *Record
+	// Duplicate is true when the IdempotencyKey named a job submitted
+	// earlier; nothing new was created.
+	Duplicate bool
+}
+
+// Client submits and inspects jobs. It is safe for concurrent use; make one
+// and share it.
+type Client struct {
+	q *queue.Client
+}
+
+// NewClient returns a Client over rdb, which may be any go-redis client:
+// *redis.Client, a Sentinel failover client or *redis.ClusterClient.
+func NewClient(rdb redis.UniversalClient) *Client {
+	return &Client{q: queue.New(rdb, queue.Options{})}
+}
+
+// Engine returns the pkg/queue client underneath, for what this package
+// does not cover (pausing queues, dead letters, throughput).
+func (c *Client) Engine() *queue.Client { return c.q }
+
+// Submit validates j and stores it. A validation error is a
+// *job.FieldError naming the field at fault; nothing is stored then.
+func (c *Client) Submit(ctx context.Context, j Job) (*Submitted, error) {
+	out, err := c.SubmitMany(ctx, []Job{j})
+	if err != nil {
+		return nil, err
+	}
+	return &out[0], nil
+}
+
+// SubmitMany validates and stores jobs, all or nothing, in one script call.
+// They must all be in the same queue. A job may depend on an earlier job of
+// the same call as "#n" (its index). A validation error names the job as
+// "jobs[i].field".
+func (c *Client) SubmitMany(ctx context.Context, jobs []Job) ([]Submitted, error) {
+	now := c.q.Now()
+	built := make([]*job.Job, len(jobs))
+	for i, j := range jobs {
+		s, err := j.spec()
+		if err == nil {
+			built[i], err = s.Build(now)
+		}
+		if err != nil {
+			if fe, ok := err.(*job.FieldError); ok && len(jobs) > 1 {
+				return nil, fe.Prefix(fmt.Sprintf("jobs[%d]", i))
+			}
+			return nil, err
+		}
+	}
+	res, err := c.q.Submit(ctx, built)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Submitted, len(res))
+	for i, r := range res {
+		out[i] = Submitted{Job: r.Job, Duplicate: r.Duplicate}
+	}
+	return out, nil
+}
+
+// Get returns the job with id, or ErrNotFound.
+func (c *Client) Get(ctx context.Context, id string) (*Record, error) {
+	return c.q.Get(ctx, id)
+}
+
+// Cancel cancels the job with id and returns it as it is afterwards: a
+// waiting, scheduled or queued job ends cancelled at once; a running job's
+// handler sees its context cancelled. A job already in a final state is
+// ErrConflict.
+func (c *Client) Cancel(ctx context.Context, id string) (*Record, error) {
+	return c.q.Cancel(ctx, id)
+}
+
+// Retry queues a dead or cancelled job again with its attempts reset;
+// another state is ErrConflict.
+func (c *Client) Retry(ctx context.Context, id string) (*Record, error) {
+	return c.q.Retry(ctx, id)
+}
+
+// QueueInfo is how a queue is doing: its jobs by state and its totals.
+type QueueInfo struct {
+	Name   string
+	Paused bool
+	// Queued counts the due jobs, by priority.
+	Queued                       map[Priority]int64
+	Scheduled, Active, Waiting   int64
+	Dead                         int64
+	Submitted, Succeeded, Failed int64 // since the queue began; Failed counts failed attempts
+}
+
+// QueueInfo returns the counts of queue in one pipelined round trip. A
+// queue that never had a job reports zeros.
+func (c *Client) QueueInfo(ctx context.Context, queue string) (*QueueInfo, error) {
+	st, err := c.q.Counts(ctx, queue)
+	if err != nil {
+		return nil, err
+	}
+	info := &QueueInfo{
+		Name: st.Name, Paused: st.Paused, Queued: make(map[Priority]int64, len(st.Queued)),
+		Scheduled: st.Scheduled, Active: st.Active, Waiting: st.Waiting, Dead: st.Dead,
+		Submitted: st.SubmittedTotal, Succeeded: st.SucceededTotal, Failed: st.FailedTotal,
+	}
+	for p, n := range st.Queued {
+		info.Queued[Priority(p)] = n
+	}
+	return info, nil
+}
+
+// Schedules returns the store of recurring schedules: Put one (a cron
+// expression or an interval, in a time zone, and the job to submit), and a
+// Runner (or services/poller) fires it.
+func (c *Client) Schedules() *schedule.Store { return schedule.NewStore(c.q) }
+
+// Wait blocks until the job with id reaches a final state (Succeeded, Dead
+// or Cancelled) or ctx ends, and returns it. It sleeps on the queue's event
+// stream, not on a timer, so it returns as soon as the job ends.
+func (c *Client) Wait(ctx context.Context, id string) (*Record, error) {
+	j, err := c.q.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	stream := queue.EventStreamKey(j.Queue)
+	last := "$"
+	if xs, err := c.q.Redis().XRevRangeN(ctx, stream, "+", "-", 1).Result(); err == nil && len(xs) == 1 {
+		last = xs[0].ID
+	}
+	for {
+		// Read the job after noting the stream's position: an event that
+		// comes between the two is still read below.
+		if j, err = c.q.Get(ctx, id); err != nil || j.State.Final() {
+			return j, err
+		}
+		res, err := c.q.Redis().XRead(ctx, &redis.XReadArgs{Streams: []string{stream, last}, Block: time.Second, Count: 1000}).Result()
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case err == redis.Nil:
+		case err != nil:
+			return nil, err
+		default:
+			if msgs := res[0].Messages; len(msgs) > 0 {
+				last = msgs[len(msgs)-1].ID
+			}
+		}
+	}
+}

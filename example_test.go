@@ -1,0 +1,167 @@
+package sundial_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial"
+)
+
+// A program that submits a job and runs it: a Runner (worker and poller in
+// one) and a Client over the same Redis.
+func Example() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr}) // e.g. "127.0.0.1:6379"
+
+	r := sundial.NewRunner(rdb, sundial.RunnerConfig{Queues: []string{"greetings"}})
+	sundial.HandleJSON(r, "greet", func(ctx context.Context, name string) (any, error) {
+		return "hello " + name, nil
+	})
+	go r.Run(ctx)
+
+	c := sundial.NewClient(rdb)
+	sub, err := c.Submit(ctx, sundial.Job{Type: "greet", Queue: "greetings", Payload: "Ada"})
+	if err != nil {
+		panic(err)
+	}
+	done, err := c.Wait(ctx, sub.Job.ID)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(done.State, string(done.Result))
+	// Output: succeeded "hello Ada"
+}
+
+// Typed payloads: HandleJSON decodes each job's JSON payload into the
+// handler's parameter type; JobFrom gives the rest of the job.
+func ExampleHandleJSON() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+
+	type Email struct {
+		To      string `json:"to"`
+		Subject string `json:"subject"`
+	}
+	r := sundial.NewRunner(rdb, sundial.RunnerConfig{Queues: []string{"emails"}})
+	sundial.HandleJSON(r, "email.send", func(ctx context.Context, e Email) (any, error) {
+		j := sundial.JobFrom(ctx)
+		if j.Attempt < 2 {
+			return nil, errors.New("smtp: try again") // retried with backoff
+		}
+		return map[string]any{"to": e.To, "attempt": j.Attempt}, nil
+	})
+	go r.Run(ctx)
+
+	c := sundial.NewClient(rdb)
+	sub, err := c.Submit(ctx, sundial.Job{
+		Type:    "email.send",
+		Queue:   "emails",
+		Payload: Email{To: "ada@example.com", Subject: "Welcome"},
+		Backoff: &sundial.Backoff{BaseSeconds: 0.05, MaxSeconds: 0.05},
+	})
+	if err != nil {
+		panic(err)
+	}
+	done, _ := c.Wait(ctx, sub.Job.ID)
+	fmt.Println(done.State, string(done.Result), done.LastError)
+	// Output: succeeded {"attempt":2,"to":"ada@example.com"} smtp: try again
+}
+
+// Jobs that wait for others: in one SubmitMany call (one queue, all or
+// nothing) a job names an earlier one as "#n". Each report runs only once
+// the export succeeded.
+func ExampleClient_SubmitMany() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+
+	r := sundial.NewRunner(rdb, sundial.RunnerConfig{Queues: []string{"pipeline"}, Concurrency: 1})
+	r.HandleFunc("export", func(ctx context.Context, j *sundial.Record) (any, error) { return "rows.csv", nil })
+	r.HandleFunc("report", func(ctx context.Context, j *sundial.Record) (any, error) { return "report.pdf", nil })
+
+	c := sundial.NewClient(rdb)
+	subs, err := c.SubmitMany(ctx, []sundial.Job{
+		{Type: "export", Queue: "pipeline"},
+		{Type: "report", Queue: "pipeline", DependsOn: []string{"#0"}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("before any worker runs:", subs[0].Job.State, subs[1].Job.State)
+
+	go r.Run(ctx)
+	report, _ := c.Wait(ctx, subs[1].Job.ID)
+	export, _ := c.Get(ctx, subs[0].Job.ID)
+	fmt.Println("export", export.State, "at", !export.FinishedAt.After(*report.StartedAt))
+	fmt.Println("report", report.State)
+	// Output:
+	// before any worker runs: queued waiting
+	// export succeeded at true
+	// report succeeded
+}
+
+// Submit options: a priority, a delay, fewer attempts and an idempotency
+// key, so that a repeated submit (a retried HTTP request, say) creates
+// nothing new.
+func ExampleClient_Submit() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	c := sundial.NewClient(rdb)
+
+	j := sundial.Job{
+		Type:           "invoice.send",
+		Queue:          "billing",
+		Payload:        map[string]int{"invoice": 1042},
+		Priority:       sundial.High,
+		Delay:          time.Hour,
+		MaxAttempts:    5,
+		IdempotencyKey: "invoice-1042",
+	}
+	first, err := c.Submit(ctx, j)
+	if err != nil {
+		panic(err)
+	}
+	again, _ := c.Submit(ctx, j)
+	fmt.Println(first.Job.State, first.Job.Priority, first.Job.MaxAttempts)
+	fmt.Println("duplicate:", again.Duplicate, again.Job.ID == first.Job.ID)
+
+	_, err = c.Submit(ctx, sundial.Job{Type: "invoice.send", Priority: "urgent"})
+	fmt.Println(err)
+	// Output:
+	// scheduled high 5
+	// duplicate: true true
+	// priority must be one of high, normal, low
+}
+
+// QueueInfo costs one round trip: a cheap health check of one queue.
+func ExampleClient_QueueInfo() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	c := sundial.NewClient(rdb)
+
+	for range 3 {
+		if _, err := c.Submit(ctx, sundial.Job{Type: "thumbnail", Queue: "images", Priority: sundial.Low}); err != nil {
+			panic(err)
+		}
+	}
+	sub, _ := c.Submit(ctx, sundial.Job{Type: "thumbnail", Queue: "images"})
+	if _, err := c.Cancel(ctx, sub.Job.ID); err != nil {
+		panic(err)
+	}
+	info, err := c.QueueInfo(ctx, "images")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("queued:", info.Queued[sundial.Low], info.Queued[sundial.Normal], "submitted:", info.Submitted)
+
+	_, err = c.Cancel(ctx, sub.Job.ID)
+	fmt.Println(errors.Is(err, sundial.ErrConflict))
+	// Output:
+	// queued: 3 0 submitted: 4
+	// true
+}

@@ -1,0 +1,139 @@
+package sundial
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/poller"
+	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/schedule"
+	"github.com/sundialhq/sundial/pkg/worker"
+	"golang.org/x/sync/errgroup"
+)
+
+// Handler runs one attempt of a job and returns its result (stored as JSON
+// on the job; nil for none) or an error, which fails the attempt: the job is
+// retried with backoff while attempts remain, unless the error is NoRetry.
+type Handler = worker.Handler
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc = worker.HandlerFunc
+
+// NoRetry marks err so that the job goes dead at once instead of being
+// retried.
+func NoRetry(err error) error { return worker.NoRetry(err) }
+
+// Progress reports how far the running job whose handler received ctx got:
+// percent (0..100) and a short message, shown on the job and streamed as an
+// event. It also renews the job's lease. It returns worker.ErrLeaseLost when
+// the job was cancelled or taken back; the handler should then stop.
+func Progress(ctx context.Context, percent int, message string) error {
+	return worker.Progress(ctx, percent, message)
+}
+
+// RunnerConfig configures a Runner. The zero value serves the "default"
+// queue with ten jobs at a time and does the poller's duties.
+type RunnerConfig struct {
+	// Queues to serve, in priority order (a job of the first is claimed
+	// before one of the second). Default "default".
+	Queues []string
+	// Concurrency is how many jobs run at once. Default 10.
+	Concurrency int
+	// ShutdownTimeout is how long Run waits for running jobs once its
+	// context ends; the jobs still running then are given back and run
+	// again elsewhere. Default 30 s.
+	ShutdownTimeout time.Duration
+	// ExternalPoller leaves the poller's duties to other processes
+	// (services/poller, which also writes the history to MongoDB): the
+	// Runner then only runs jobs. When false the Runner also makes delayed
+	// and retried jobs due, brings back the jobs of dead workers, prunes
+	// ended jobs after a day, caps each queue's event stream at EventsMax
+	// (no history store reads it) and fires recurring schedules. Several
+	// Runners may do so at once.
+	ExternalPoller bool
+	// EventsMax caps each queue's event stream when the Runner polls.
+	// Default 100,000.
+	EventsMax int64
+	// Logger receives the logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Runner runs jobs: a worker and, unless ExternalPoller is set, the
+// poller's duties, in one process. Register handlers before Run.
+type Runner struct {
+	rdb redis.UniversalClient
+	cfg RunnerConfig
+	w   *worker.Worker
+}
+
+// NewRunner returns a Runner over rdb.
+func NewRunner(rdb redis.UniversalClient, cfg RunnerConfig) *Runner {
+	if cfg.EventsMax <= 0 {
+		cfg.EventsMax = 100_000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	wc := worker.Config{Concurrency: cfg.Concurrency, ShutdownTimeout: cfg.ShutdownTimeout, Logger: cfg.Logger}
+	for _, q := range cfg.Queues {
+		wc.Queues = append(wc.Queues, worker.Queue{Name: q})
+	}
+	return &Runner{rdb: rdb, cfg: cfg, w: worker.New(rdb, wc)}
+}
+
+// Worker returns the pkg/worker Worker inside, e.g. to add middleware.
+func (r *Runner) Worker() *worker.Worker { return r.w }
+
+// Handle registers h for jobs of type typ, replacing any earlier handler.
+// A job whose type has no handler goes dead.
+func (r *Runner) Handle(typ string, h Handler) { r.w.Handle(typ, h) }
+
+// HandleFunc registers f for jobs of type typ.
+func (r *Runner) HandleFunc(typ string, f func(ctx context.Context, j *Record) (any, error)) {
+	r.w.HandleFunc(typ, f)
+}
+
+// HandleJSON registers f for jobs of type typ, decoding each job's payload
+// into a T first. A payload that does not decode fails the job at once
+// (NoRetry). JobFrom(ctx) gives f the rest of the job.
+func HandleJSON[T any](r *Runner, typ string, f func(ctx context.Context, payload T) (any, error)) {
+	r.w.HandleFunc(typ, func(ctx context.Context, j *Record) (any, error) {
+		var v T
+		if len(j.Payload) > 0 {
+			if err := json.Unmarshal(j.Payload, &v); err != nil {
+				return nil, NoRetry(fmt.Errorf("payload of %s: %w", typ, err))
+			}
+		}
+		return f(context.WithValue(ctx, recordKey{}, j), v)
+	})
+}
+
+type recordKey struct{}
+
+// JobFrom returns the job whose HandleJSON handler received ctx (its id,
+// attempt, queue…), or nil for another context.
+func JobFrom(ctx context.Context) *Record {
+	j, _ := ctx.Value(recordKey{}).(*job.Job)
+	return j
+}
+
+// Run runs jobs until ctx ends, then shuts down gracefully (see
+// RunnerConfig.ShutdownTimeout) and returns nil; an error means it could
+// not run.
+func (r *Runner) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return r.w.Run(gctx) })
+	if !r.cfg.ExternalPoller {
+		q := queue.New(r.rdb, queue.Options{})
+		p := poller.New(q, poller.Config{TrimEvents: r.cfg.EventsMax, Logger: r.cfg.Logger})
+		s := schedule.NewScheduler(q, schedule.SchedulerConfig{Logger: r.cfg.Logger})
+		g.Go(func() error { return p.Run(gctx) })
+		g.Go(func() error { return s.Run(gctx) })
+	}
+	return g.Wait()
+}
