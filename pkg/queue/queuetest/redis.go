@@ -119,6 +119,13 @@ func (s *Server) Kill() {
 	<-done
 }
 
+// Alive reports whether the server process runs (it was not killed).
+func (s *Server) Alive() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
+}
+
 // Restart kills the server and starts it again on the same port and
 // directory; it comes back with what its append-only file held.
 func (s *Server) Restart() {

@@ -1,0 +1,286 @@
+package queue_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/internal/hatest"
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+)
+
+// scriptLog records every script a client runs (EVALSHA and EVAL), by SHA1.
+type scriptLog struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (l *scriptLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (l *scriptLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		l.note(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (l *scriptLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			l.note(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (l *scriptLog) note(cmd redis.Cmder) {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return
+	}
+	name, _ := args[0].(string)
+	body, _ := args[1].(string)
+	var sha string
+	switch strings.ToLower(name) {
+	case "evalsha", "evalsha_ro":
+		sha = body
+	case "eval", "eval_ro":
+		h := sha1.Sum([]byte(body))
+		sha = hex.EncodeToString(h[:])
+	default:
+		return
+	}
+	l.mu.Lock()
+	l.seen[sha] = true
+	l.mu.Unlock()
+}
+
+// TestClusterScriptsKeepToOneSlot runs every transition script of the engine
+// against a real Redis Cluster, on queues of all three shards. Redis 7 refuses
+// a script that touches a key outside the slot of its KEYS (including keys the
+// script builds itself) and go-redis refuses KEYS of several slots, so any
+// script or key that breaks the one-queue-one-slot rule fails here. The test
+// also fails when a script in lua/ is not run by the scenario, so a new
+// script must be added to it.
+func TestClusterScriptsKeepToOneSlot(t *testing.T) {
+	cl := hatest.StartCluster(t)
+	rdb := cl.Client()
+	log := &scriptLog{seen: map[string]bool{}}
+	rdb.AddHook(log)
+	clk := &clock{t: time.Now()}
+	q := queue.New(rdb, queue.Options{Now: clk.Now, LeaseClock: clk.Now, LeaseTTL: 10 * time.Second, LeaseGrace: time.Second})
+	ctx := context.Background()
+
+	var queues []string
+	for _, names := range cl.QueuesOnShards("slotrule", 1) {
+		exerciseEveryScript(t, ctx, q, clk, names[0])
+		queues = append(queues, names[0])
+	}
+
+	// Redis 7 lets a script without flags read or write keys of another
+	// slot when that slot is on the same node, so check what was written:
+	// every key is a global key or carries the hash tag of its queue.
+	err := rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		iter := m.Scan(ctx, 0, "*", 1000).Iterator()
+		for iter.Next(ctx) {
+			k := iter.Val()
+			ok := k == "sundial:queues" || k == "sundial:workers" || strings.HasPrefix(k, "sundial:worker:")
+			for _, name := range queues {
+				ok = ok || strings.Contains(k, "{"+name+"}")
+			}
+			if !ok {
+				t.Errorf("key %q is neither global nor in its queue's slot", k)
+			}
+		}
+		return iter.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	files, err := os.ReadDir("lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	for _, f := range files {
+		if strings.HasSuffix(f.Name(), ".lua") && f.Name() != "lib.lua" {
+			want++
+		}
+	}
+	if len(log.seen) < want {
+		t.Fatalf("the scenario ran %d distinct scripts; lua/ has %d transition scripts: extend exerciseEveryScript to run the new one", len(log.seen), want)
+	}
+}
+
+func exerciseEveryScript(t *testing.T, ctx context.Context, q *queue.Client, clk *clock, name string) {
+	t.Helper()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("queue %s: %v", name, err)
+		}
+	}
+	build := func(s job.Spec) *job.Job {
+		t.Helper()
+		s.Queue, s.Type = name, "t"
+		j, err := s.Build(clk.Now())
+		must(err)
+		return j
+	}
+	three, one, at := 3, 1, clk.Now().Add(time.Minute)
+	parent := build(job.Spec{MaxAttempts: &three})
+	child := build(job.Spec{})
+	child.DependsOn = []string{parent.ID}
+	keyed := build(job.Spec{IdempotencyKey: "k-" + name, MaxAttempts: &one})
+	later := build(job.Spec{RunAt: &at})
+	_, err := q.Submit(ctx, []*job.Job{parent, child, keyed, later}) // submit.lua
+	must(err)
+
+	leases, err := q.Claim(ctx, name, 10, "w1") // claim.lua
+	must(err)
+	if len(leases) != 2 {
+		t.Fatalf("queue %s: claimed %d jobs, want 2", name, len(leases))
+	}
+	_, err = q.Extend(ctx, name, leases) // extend.lua
+	must(err)
+	_, _, err = q.Progress(ctx, name, leases[0], queue.ProgressReport{Percent: 50})
+	must(err)
+	var out []queue.Outcome
+	for _, l := range leases {
+		kind := queue.OutcomeSucceeded
+		if l.Job.ID == keyed.ID {
+			kind = queue.OutcomeDead
+		}
+		out = append(out, queue.Outcome{ID: l.Job.ID, Token: l.Token, Kind: kind, Error: "x", WorkerID: "w1"})
+	}
+	_, err = q.Complete(ctx, name, out) // complete.lua: succeeds parent (releases child), kills keyed
+	must(err)
+
+	leases, err = q.Claim(ctx, name, 1, "w1") // the child, released by its parent
+	must(err)
+	if len(leases) != 1 || leases[0].Job.ID != child.ID {
+		t.Fatalf("queue %s: want the dependent job claimed", name)
+	}
+	_, err = q.Release(ctx, name, leases) // release.lua
+	must(err)
+	leases, err = q.Claim(ctx, name, 1, "w1")
+	must(err)
+	clk.Advance(time.Hour)
+	_, _, err = q.Reclaim(ctx, name, 100) // reclaim.lua: the lease expired
+	must(err)
+	_, _, err = q.Promote(ctx, name, 100) // promote.lua
+	must(err)
+
+	_, err = q.Cancel(ctx, later.ID) // cancel.lua
+	must(err)
+	_, err = q.Retry(ctx, later.ID) // retry.lua
+	must(err)
+	_, err = q.RetryDead(ctx, name, []string{keyed.ID})
+	must(err)
+	_, err = q.Cancel(ctx, keyed.ID)
+	must(err)
+	_, err = q.PurgeDead(ctx, name, []string{keyed.ID}) // purge.lua
+	must(err)
+	_, err = q.Prune(ctx, name, clk.Now().Add(time.Hour), 100) // prune.lua
+	must(err)
+	_, err = q.PruneJobs(ctx, name, queue.PruneOptions{Dead: true, Cutoff: clk.Now().Add(time.Hour)})
+	must(err)
+	must(q.Pause(ctx, name))
+	must(q.Resume(ctx, name)) // resume.lua
+}
+
+// TestClusterWaitForWorkWaitsOnAllShards checks that a worker serving queues
+// on three shards is woken at once by a job on any of them, and that each
+// wait leaves no BLPOP blocked behind it.
+func TestClusterWaitForWorkWaitsOnAllShards(t *testing.T) {
+	cl := hatest.StartCluster(t)
+	rdb := cl.Client()
+	q := queue.New(rdb, queue.Options{})
+	ctx := context.Background()
+	var names []string
+	for _, on := range cl.QueuesOnShards("wait", 2) {
+		names = append(names, on...)
+	}
+	blocked := func() int {
+		n := 0
+		for _, m := range cl.Masters() {
+			r := redis.NewClient(&redis.Options{Addr: m.Addr()})
+			info, _ := r.Info(ctx, "clients").Result()
+			r.Close()
+			for _, line := range strings.Split(info, "\r\n") {
+				if v, ok := strings.CutPrefix(line, "blocked_clients:"); ok && v != "0" {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	for _, target := range []string{names[len(names)-1], names[0], names[3]} {
+		// Drain signals left from earlier rounds, as a worker's empty claim does.
+		for _, n := range names {
+			_, err := q.Claim(ctx, n, 100, "w")
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		woke := make(chan time.Duration, 1)
+		go func() {
+			start := time.Now()
+			ok, err := q.WaitForWork(ctx, names, 20*time.Second)
+			if err != nil || !ok {
+				t.Errorf("WaitForWork = %v, %v", ok, err)
+			}
+			woke <- time.Since(start)
+		}()
+		hatest.Eventually(t, 5*time.Second, "every slot's BLPOP blocked", func() bool { return blocked() == 3 })
+		spec := job.Spec{Queue: target, Type: "t"}
+		j, err := spec.Build(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Submit(ctx, []*job.Job{j}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case d := <-woke:
+			t.Logf("woken by %s after %v", target, d)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("a job on %s did not wake the worker", target)
+		}
+		if n := blocked(); n != 0 {
+			t.Fatalf("%d masters still have a blocked client after the wake", n)
+		}
+	}
+
+	// A timeout returns false and a cancelled context returns at once; neither
+	// leaves a BLPOP behind.
+	start := time.Now()
+	if ok, err := q.WaitForWork(ctx, names, 300*time.Millisecond); ok || err != nil {
+		t.Fatalf("idle WaitForWork = %v, %v", ok, err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("300 ms wait took %v", d)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := q.WaitForWork(cctx, names, time.Minute); done <- err }()
+	hatest.Eventually(t, 5*time.Second, "blocked", func() bool { return blocked() == 3 })
+	cancel()
+	select {
+	case err := <-done:
+		if err != context.Canceled {
+			t.Fatalf("cancelled wait returned %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("cancelled WaitForWork did not return")
+	}
+	if n := blocked(); n != 0 {
+		t.Fatalf("%d masters still have a blocked client after cancel", n)
+	}
+}
