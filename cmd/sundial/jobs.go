@@ -126,11 +126,20 @@ func printJob(w io.Writer, j *jobView) {
 	row(t, "Attempts:", j.attempts())
 	row(t, "Run at:", showTime(j.RunAt))
 	row(t, "Created:", showTime(j.CreatedAt))
+	if j.StartedAt != nil {
+		row(t, "Started:", showTime(j.StartedAt))
+	}
+	if j.WorkerID != "" {
+		row(t, "Worker:", j.WorkerID)
+	}
 	if j.FinishedAt != nil {
 		row(t, "Finished:", showTime(j.FinishedAt))
 	}
 	if len(j.Payload) > 0 {
 		row(t, "Payload:", string(j.Payload))
+	}
+	if len(j.Result) > 0 {
+		row(t, "Result:", string(j.Result))
 	}
 	if j.LastError != "" {
 		row(t, "Last error:", j.LastError)

@@ -13,6 +13,10 @@ import (
 // (a schedule's times are in its time zone), second precision.
 const timeLayout = "2006-01-02 15:04:05 -07:00"
 
+// apiTimeLayout is the API's own time format (RFC 3339, milliseconds, UTC),
+// used where lines are meant for tools as much as for people (watch).
+const apiTimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
 // printJSON writes raw JSON indented, as the API sent it.
 func printJSON(w io.Writer, raw []byte) error {
 	var b bytes.Buffer

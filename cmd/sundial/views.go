@@ -58,7 +58,10 @@ type jobView struct {
 	MaxAttempts int             `json:"max_attempts"`
 	RunAt       *time.Time      `json:"run_at"`
 	CreatedAt   *time.Time      `json:"created_at"`
+	StartedAt   *time.Time      `json:"started_at"`
 	FinishedAt  *time.Time      `json:"finished_at"`
+	WorkerID    string          `json:"worker_id"`
+	Result      json.RawMessage `json:"result"`
 	LastError   string          `json:"last_error"`
 }
 

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/queue/queuetest"
+)
+
+// TestWatchAndResult follows a job through "sundial watch" (one line per
+// event) and reads its result with "jobs get".
+func TestWatchAndResult(t *testing.T) {
+	s := startServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan result, 1)
+	go func() { done <- s.cliCtx(ctx, t, "", args("watch --queue echo"), out) }()
+
+	// The stream only sends what happens after the client connected:
+	// submit until the first event shows, then run the job.
+	var id string
+	queuetest.Eventually(t, 10*time.Second, "a submitted line", func() bool {
+		if strings.Contains(out.String(), "submitted") {
+			return true
+		}
+		r := s.cli(t, "", args("jobs submit --type sundial.echo --queue echo --payload {\"hello\":\"world\"}")).want(t, exitOK)
+		id = strings.Fields(strings.SplitN(r.stdout, "submitted job ", 2)[1])[0]
+		time.Sleep(50 * time.Millisecond)
+		return false
+	})
+	bg := context.Background()
+	for {
+		leases, err := s.q.Claim(bg, "echo", 1, "test-worker")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(leases) == 0 {
+			break
+		}
+		l := leases[0]
+		if _, err := s.q.Complete(bg, "echo", []queue.Outcome{{ID: l.Job.ID, Token: l.Token, Kind: queue.OutcomeSucceeded, Result: l.Job.Payload, WorkerID: "test-worker"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queuetest.Eventually(t, 10*time.Second, "the succeeded line of "+id, func() bool {
+		return strings.Contains(out.String(), id+"  sundial.echo  succeeded")
+	})
+	cancel()
+	r := <-done
+	r.want(t, exitOK, id+"  sundial.echo  started  attempt=1  worker=test-worker")
+	line := regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z  echo  ` + id + `  sundial\.echo  submitted$`)
+	if !line.MatchString(r.stdout) {
+		t.Fatalf("no submitted line in the expected form:\n%s", r.stdout)
+	}
+
+	s.cli(t, "", args("jobs get "+id)).want(t, exitOK, "State:", "succeeded", "Result:", `{"hello":"world"}`, "Worker:", "test-worker")
+}
