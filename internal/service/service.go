@@ -25,7 +25,8 @@ type Env struct {
 
 // EngineOptions returns the Redis engine's options from the configuration.
 func (e *Env) EngineOptions() queue.Options {
-	return queue.Options{LeaseTTL: e.Config.LeaseTTL, LeaseGrace: e.Config.LeaseGrace}
+	return queue.Options{LeaseTTL: e.Config.LeaseTTL, LeaseGrace: e.Config.LeaseGrace,
+		WaitReplicas: e.Config.RedisWaitReplicas, WaitTimeout: e.Config.RedisWaitTimeout}
 }
 
 // OpsAddr returns the address of the binary's operations endpoint

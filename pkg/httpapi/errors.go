@@ -172,7 +172,8 @@ func unavailable(err error) bool {
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
 		errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted),
 		redis.IsLoadingError(err), redis.IsReadOnlyError(err), redis.IsClusterDownError(err),
-		redis.IsTryAgainError(err), redis.IsMasterDownError(err):
+		redis.IsTryAgainError(err), redis.IsMasterDownError(err),
+		errors.Is(err, queue.ErrNotReplicated):
 		return true
 	}
 	var re redis.Error

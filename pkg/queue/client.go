@@ -51,6 +51,14 @@ type Options struct {
 	LeaseClock func() time.Time
 	// IdempotencyWindow is how long an idempotency key names its job. Default 24 h.
 	IdempotencyWindow time.Duration
+	// WaitReplicas, when above 0, makes every submit wait (Redis WAIT, on
+	// the connection that wrote the jobs) until that many replicas of the
+	// queue's master acknowledge the write, up to WaitTimeout; fewer in
+	// time fail the submit with ErrNotReplicated. Default 0: a submit
+	// returns once the master has the jobs (see docs/operations.md).
+	WaitReplicas int
+	// WaitTimeout bounds WaitReplicas' wait. Default 1 s.
+	WaitTimeout time.Duration
 	// Now is the clock; tests may replace it. Default time.Now.
 	Now func() time.Time
 }
@@ -64,6 +72,9 @@ func (o *Options) fill() {
 	}
 	if o.IdempotencyWindow <= 0 {
 		o.IdempotencyWindow = 24 * time.Hour
+	}
+	if o.WaitTimeout <= 0 {
+		o.WaitTimeout = time.Second
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -160,14 +171,18 @@ func (c *Client) register(ctx context.Context, queue string) error {
 
 // run calls script s over queue's keys with the standard ARGV prefix.
 func (c *Client) run(ctx context.Context, s *redis.Script, k *queueKeys, now time.Time, args ...any) *redis.Cmd {
+	return s.Run(ctx, c.rdb, k.all, c.argv(k, now, args)...)
+}
+
+// argv is a script's ARGV: the queue's prefixes and clocks, then args.
+func (c *Client) argv(k *queueKeys, now time.Time, args []any) []any {
 	argv := make([]any, 0, 5+len(args))
 	leaseClock := ""
 	if c.opts.LeaseClock != nil {
 		leaseClock = itoa(c.opts.LeaseClock().UnixMilli())
 	}
 	argv = append(argv, k.jobPrefix, k.tag, now.UnixMilli(), leaseClock, k.name)
-	argv = append(argv, args...)
-	return s.Run(ctx, c.rdb, k.all, argv...)
+	return append(argv, args...)
 }
 
 func (c *Client) random() float64 {

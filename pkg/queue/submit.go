@@ -218,7 +218,13 @@ func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*j
 			j.Backoff.BaseSeconds, j.Backoff.MaxSeconds, j.RunAt.UnixMilli(), j.CreatedAt.UnixMilli(),
 			j.IdempotencyKey, strings.Join(j.DependsOn, ","))
 	}
-	res, err := c.run(ctx, c.scripts.submit, k, c.opts.Now(), args...).StringSlice()
+	var res []string
+	var err error
+	if c.opts.WaitReplicas > 0 && !dryRun {
+		res, err = c.runReplicated(ctx, c.scripts.submit, k, c.opts.Now(), args...)
+	} else {
+		res, err = c.run(ctx, c.scripts.submit, k, c.opts.Now(), args...).StringSlice()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("submit: %w", err)
 	}

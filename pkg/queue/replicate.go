@@ -1,0 +1,52 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotReplicated: the write reached the queue's Redis master but fewer
+// replicas than Options.WaitReplicas acknowledged it within
+// Options.WaitTimeout. The write may survive or be lost in a failover; the
+// caller should retry with the same idempotency key.
+var ErrNotReplicated = errors.New("write not acknowledged by enough Redis replicas")
+
+// runReplicated runs script s on a connection of its own to the master of
+// k's slot and then WAITs on that connection (WAIT counts the replicas that
+// have every write of its own connection) for Options.WaitReplicas replicas.
+func (c *Client) runReplicated(ctx context.Context, s *redis.Script, k *queueKeys, now time.Time, args ...any) ([]string, error) {
+	var node *redis.Client
+	switch r := c.rdb.(type) {
+	case *redis.Client: // one server, or Sentinel's failover client
+		node = r
+	case *redis.ClusterClient:
+		m, err := r.MasterForKey(ctx, k.all[0])
+		if err != nil {
+			return nil, err
+		}
+		node = m
+	default:
+		return nil, fmt.Errorf("WaitReplicas needs a redis.Client or redis.ClusterClient, not %T", c.rdb)
+	}
+	conn := node.Conn()
+	defer conn.Close()
+	res, err := s.Run(ctx, conn, k.all, c.argv(k, now, args)...).StringSlice()
+	if err != nil {
+		return nil, err
+	}
+	if len(res) > 0 && (res[0] == "err" || res[0] == "guard") {
+		return res, nil // refused: nothing was written
+	}
+	acked, err := conn.Wait(ctx, c.opts.WaitReplicas, c.opts.WaitTimeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("%w: WAIT: %v", ErrNotReplicated, err)
+	}
+	if int(acked) < c.opts.WaitReplicas {
+		return nil, fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, acked, c.opts.WaitReplicas, c.opts.WaitTimeout)
+	}
+	return res, nil
+}
