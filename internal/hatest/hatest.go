@@ -192,12 +192,16 @@ func StartSentinel(t testing.TB) *Sentinel {
 	}
 	Eventually(t, 30*time.Second, "sentinels see both replicas", func() bool {
 		for _, sp := range s.Sentinels {
-			v, err := nodeCmd(sp.Addr, "sentinel", "replicas", MasterName)
-			if err != nil {
+			r := redis.NewSentinelClient(&redis.Options{Addr: sp.Addr, MaxRetries: -1})
+			reps, err := r.Replicas(context.Background(), MasterName).Result()
+			r.Close()
+			if err != nil || len(reps) < 2 {
 				return false
 			}
-			if strings.Count(v, "flags slave") < 2 && strings.Count(v, "slave") < 2 {
-				return false
+			for _, rep := range reps {
+				if rep["flags"] != "slave" || rep["master-link-status"] != "ok" {
+					return false
+				}
 			}
 		}
 		return true

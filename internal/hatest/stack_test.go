@@ -1,0 +1,236 @@
+package hatest_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sundialhq/sundial/internal/hatest"
+	"github.com/sundialhq/sundial/internal/mongotest"
+	"github.com/sundialhq/sundial/internal/proctest"
+	"github.com/sundialhq/sundial/pkg/job"
+)
+
+func TestMain(m *testing.M) {
+	code := mongotest.Run(m)
+	proctest.Cleanup()
+	os.Exit(code)
+}
+
+// stack is Sundial's binaries as processes over one Redis deployment.
+type stack struct {
+	t       *testing.T
+	url     string // the API
+	api     *proctest.Proc
+	poller  *proctest.Proc
+	workers []*proctest.Proc
+	http    *http.Client
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startStack runs one API, one poller and n workers serving queues, with
+// SUNDIAL_REDIS_URL redisURL and extra variables env.
+func startStack(t *testing.T, redisURL string, queues []string, workers int, env ...string) *stack {
+	common := append([]string{
+		"SUNDIAL_REDIS_URL=" + redisURL,
+		"SUNDIAL_LOG_LEVEL=warn",
+		"SUNDIAL_LEASE_TTL=2s",
+		"SUNDIAL_LEASE_GRACE=300ms",
+		"SUNDIAL_HEARTBEAT_INTERVAL=300ms",
+		"SUNDIAL_METRICS_ADDR=127.0.0.1:0",
+		"SUNDIAL_SHUTDOWN_TIMEOUT=2s",
+		"SUNDIAL_RATE_LIMIT=0",
+		"SUNDIAL_QUEUES=" + strings.Join(queues, ","),
+		"SUNDIAL_CONCURRENCY=20",
+	}, env...)
+	with := func(extra ...string) []string { return append(slices.Clone(common), extra...) }
+	addr := freeAddr(t)
+	s := &stack{t: t, url: "http://" + addr, http: &http.Client{Timeout: 5 * time.Second}}
+	s.api = proctest.Start(t, proctest.Binary(t, "api"), with("SUNDIAL_HTTP_ADDR="+addr)...)
+	s.poller = proctest.Start(t, proctest.Binary(t, "poller"), with()...)
+	for i := range workers {
+		s.workers = append(s.workers, proctest.Start(t, proctest.Binary(t, "worker"), with(fmt.Sprintf("SUNDIAL_WORKER_ID=ha-worker-%d", i))...))
+	}
+	hatest.Eventually(t, 60*time.Second, "the API ready", func() bool {
+		res, err := s.http.Get(s.url + "/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
+	return s
+}
+
+// alive fails the test when a binary exited: every part must ride out a
+// Redis failover without a restart.
+func (s *stack) alive() {
+	s.t.Helper()
+	for _, p := range append([]*proctest.Proc{s.api, s.poller}, s.workers...) {
+		select {
+		case <-p.Done():
+			s.t.Fatalf("a binary exited (code %d):\n%s", p.ExitCode(), p.Output())
+		default:
+		}
+	}
+}
+
+// call sends one request; a transport error or a 503 is retried until
+// deadline. It returns the status and the body.
+func (s *stack) call(method, path string, body any, deadline time.Duration) (int, []byte, error) {
+	var payload []byte
+	if body != nil {
+		payload, _ = json.Marshal(body)
+	}
+	end := time.Now().Add(deadline)
+	var last error
+	for time.Now().Before(end) {
+		req, _ := http.NewRequest(method, s.url+path, bytes.NewReader(payload))
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		res, err := s.http.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusServiceUnavailable {
+				return res.StatusCode, b, nil
+			}
+			err = fmt.Errorf("503: %s", b)
+		}
+		last = err
+		time.Sleep(20 * time.Millisecond) // back off between retries of a failed request
+	}
+	return 0, nil, fmt.Errorf("%s %s: no answer before the deadline: %v", method, path, last)
+}
+
+// ledger is every acknowledged (201) job and when it was acknowledged.
+type ledger struct {
+	mu   sync.Mutex
+	jobs map[string]acked
+}
+
+type acked struct {
+	queue string
+	at    time.Time
+}
+
+func (l *ledger) add(id, queue string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.jobs == nil {
+		l.jobs = map[string]acked{}
+	}
+	l.jobs[id] = acked{queue: queue, at: time.Now()}
+}
+
+func (l *ledger) snapshot() map[string]acked {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps(l.jobs)
+}
+
+func maps(m map[string]acked) map[string]acked {
+	out := make(map[string]acked, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// submit submits one job with an idempotency key and records it once a 201
+// (or the 200 of a duplicate) acknowledges it.
+func (s *stack) submit(queue, key string, spec map[string]any, l *ledger) (string, error) {
+	body := map[string]any{"queue": queue, "type": "sundial.echo", "idempotency_key": key, "max_attempts": 25}
+	for k, v := range spec {
+		body[k] = v
+	}
+	code, b, err := s.call("POST", "/v1/jobs", body, 30*time.Second)
+	if err != nil {
+		return "", err
+	}
+	var j job.Job
+	if (code != http.StatusCreated && code != http.StatusOK) || json.Unmarshal(b, &j) != nil {
+		return "", fmt.Errorf("submit: %d %s", code, b)
+	}
+	l.add(j.ID, queue)
+	return j.ID, nil
+}
+
+// load submits to queues round robin every interval until stop is closed.
+func (s *stack) load(queues []string, interval time.Duration, l *ledger, stop <-chan struct{}, errs chan<- error) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			q := queues[n%len(queues)]
+			spec := map[string]any{}
+			if n%5 == 0 {
+				spec["delay_seconds"] = 0.3 // the poller promotes these
+			}
+			if _, err := s.submit(q, fmt.Sprintf("load-%d", n), spec, l); err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		}
+	}()
+	return &wg
+}
+
+// state returns a job's state through the API ("" when not found).
+func (s *stack) state(id string) job.State {
+	code, b, err := s.call("GET", "/v1/jobs/"+id, nil, 10*time.Second)
+	if err != nil || code != http.StatusOK {
+		return ""
+	}
+	var j job.Job
+	if json.Unmarshal(b, &j) != nil {
+		return ""
+	}
+	return j.State
+}
+
+// settle waits until every acknowledged job succeeded and fails the test
+// naming those that did not (lost, or stuck).
+func (s *stack) settle(l *ledger, timeout time.Duration) {
+	s.t.Helper()
+	pending := l.snapshot()
+	deadline := time.Now().Add(timeout)
+	for len(pending) > 0 && time.Now().Before(deadline) {
+		for id := range pending {
+			if s.state(id) == job.Succeeded {
+				delete(pending, id)
+			}
+		}
+	}
+	for id, a := range pending {
+		s.t.Errorf("acknowledged job %s (queue %s, acknowledged %s) is %q, not succeeded", id, a.queue, a.at.Format("15:04:05.000"), s.state(id))
+	}
+}
