@@ -56,7 +56,7 @@ func schedulesList(ctx context.Context, a *app, args []string) error {
 	w := newTable(a.env.stdout)
 	row(w, "ID", "QUEUE", "TYPE", "TIMING", "TIMEZONE", "STATE", "NEXT RUN", "LAST RUN")
 	for _, s := range list {
-		row(w, s.ID, s.Job.Queue, s.Job.Type, s.timing(), s.Timezone, s.state(), showTime(s.NextRunAt), showTime(s.LastRunAt))
+		row(w, s.ID, s.Job.Queue, s.Job.Type, s.timing(), s.Timezone, s.state(), s.show(s.NextRunAt), s.show(s.LastRunAt))
 	}
 	return w.Flush()
 }
@@ -112,7 +112,7 @@ func scheduleOne(ctx context.Context, a *app, args []string, name, method, suffi
 		fmt.Fprintf(a.env.stdout, "deleted schedule %s\n", pos[0])
 		return nil
 	case "enable", "disable":
-		fmt.Fprintf(a.env.stdout, "schedule %s %sd; next run %s\n", s.ID, name, showTime(s.NextRunAt))
+		fmt.Fprintf(a.env.stdout, "schedule %s %sd; next run %s\n", s.ID, name, s.show(s.NextRunAt))
 		return nil
 	}
 	printSchedule(a.env.stdout, &s)
@@ -134,15 +134,15 @@ func printSchedule(w io.Writer, s *scheduleView) {
 	if len(s.Job.Payload) > 0 {
 		row(t, "Payload:", string(s.Job.Payload))
 	}
-	row(t, "Next run:", showTime(s.NextRunAt))
-	row(t, "Last run:", showTime(s.LastRunAt))
+	row(t, "Next run:", s.show(s.NextRunAt))
+	row(t, "Last run:", s.show(s.LastRunAt))
 	row(t, "Last job:", orDash(s.LastJobID))
 	for i, u := range s.Upcoming {
 		label := ""
 		if i == 0 {
 			label = "Upcoming:"
 		}
-		row(t, label, showTime(&u))
+		row(t, label, s.show(&u))
 	}
 	_ = t.Flush()
 }

@@ -115,7 +115,7 @@ func infoTable(w io.Writer, list []scheduleView, now time.Time, indent string) e
 	t := newTable(w)
 	row(t, indent+"ID", "QUEUE", "TIMING", "STATE", "NEXT RUN", "IN", "LAST RUN", "LAST JOB")
 	for _, s := range list {
-		row(t, indent+s.ID, s.Job.Queue, s.timing(), s.state(), showTime(s.NextRunAt), relative(s.NextRunAt, now), showTime(s.LastRunAt), orDash(s.LastJobID))
+		row(t, indent+s.ID, s.Job.Queue, s.timing(), s.state(), s.show(s.NextRunAt), relative(s.NextRunAt, now), s.show(s.LastRunAt), orDash(s.LastJobID))
 	}
 	return t.Flush()
 }

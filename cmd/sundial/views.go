@@ -83,3 +83,16 @@ type queueView struct {
 	FailedTotal        int64   `json:"failed_total"`
 	ProcessedPerSecond float64 `json:"processed_per_second"`
 }
+
+// show formats one of the schedule's times in its time zone (the API
+// sends every time in UTC); in UTC when the zone is unknown here.
+func (s *scheduleView) show(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return showTime(t)
+	}
+	if loc, err := time.LoadLocation(s.Timezone); err == nil && s.Timezone != "" {
+		local := t.In(loc)
+		return showTime(&local)
+	}
+	return showTime(t)
+}

@@ -59,3 +59,16 @@ func TestWatchAndResult(t *testing.T) {
 
 	s.cli(t, "", args("jobs get "+id)).want(t, exitOK, "State:", "succeeded", "Result:", `{"hello":"world"}`, "Worker:", "test-worker")
 }
+
+// The API sends times in UTC; a schedule's are shown in its time zone.
+func TestScheduleTimesInTheirZone(t *testing.T) {
+	s := startServer(t)
+	r := s.cli(t, "", []string{"schedules", "put", "nightly", "--cron", "0 3 * * *", "--tz", "Europe/Berlin", "--type", "report.build"}).want(t, exitOK)
+	if !regexp.MustCompile(`Next run:\s+\d{4}-\d\d-\d\d 03:00:00 \+0[12]:00`).MatchString(r.stdout) {
+		t.Fatalf("next run not in Berlin time:\n%s", r.stdout)
+	}
+	r = s.cli(t, "", args("schedules get nightly --json")).want(t, exitOK)
+	if !regexp.MustCompile(`"next_run_at": "\d{4}-\d\d-\d\dT0[12]:00:00\.000Z"`).MatchString(r.stdout) {
+		t.Fatalf("the API's next_run_at is not in UTC with milliseconds:\n%s", r.stdout)
+	}
+}

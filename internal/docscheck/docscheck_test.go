@@ -361,3 +361,17 @@ func TestReadmeGoProgram(t *testing.T) {
 		t.Fatalf("README program printed %q, want %q (the README says so)", got, want)
 	}
 }
+
+// TestTimesInDocs: the times the docs show in answers have the API's one
+// format, RFC 3339 with milliseconds in UTC (job.TimeLayout).
+func TestTimesInDocs(t *testing.T) {
+	quoted := regexp.MustCompile(`"(\d{4}-\d\d-\d\dT[^"]*)"`)
+	format := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`)
+	for _, d := range docs(t) {
+		for _, m := range quoted.FindAllStringSubmatchIndex(d.text, -1) {
+			if s := d.text[m[2]:m[3]]; !format.MatchString(s) {
+				t.Errorf("%s:%d shows the time %q; the API writes 2006-01-02T15:04:05.000Z", d.name, lineOf(d.text, m[0]), s)
+			}
+		}
+	}
+}

@@ -259,23 +259,6 @@ func parseEvent(queueName string, msg redis.XMessage) (*streamEvent, error) {
 	}, nil
 }
 
-// msTime is a time shown in RFC 3339 with milliseconds, in UTC.
-type msTime time.Time
-
-// UnmarshalJSON reads an RFC 3339 time (for clients of this package's types).
-func (t *msTime) UnmarshalJSON(b []byte) error {
-	var v time.Time
-	if err := v.UnmarshalJSON(b); err != nil {
-		return err
-	}
-	*t = msTime(v)
-	return nil
-}
-
-// MarshalJSON writes "2006-01-02T15:04:05.000Z".
-func (t msTime) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 26)
-	b = append(b, '"')
-	b = time.Time(t).UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
-	return append(b, '"'), nil
-}
+// msTime is a time shown in RFC 3339 with milliseconds, in UTC: the one
+// time format of the API (job.TimeLayout).
+type msTime = job.Time
