@@ -3,20 +3,28 @@ SHELL := /bin/bash
 GO ?= go
 PKGS := ./...
 
-.PHONY: test test-deploy test-web web lint bench run build clean
+.PHONY: test deps test-deploy test-web web lint bench run build clean
 
-## test: build the dashboard, vet, every Go test with the race detector, then the
-## dashboard's checks (test-web), then a summary
-test: web
+## test: install what the tests need (scripts/install-deps.sh, as CI does), build the
+## dashboard, vet, every Go test with the race detector, then the dashboard's checks
+## (test-web) and the deploy checks, then the summaries. CI=true makes a test whose
+## tool is missing fail rather than skip; the summary counts and names every skip.
+test: deps web
 	$(GO) vet $(PKGS)
-	@set -o pipefail; $(GO) test -race -count=1 -timeout 25m $(PKGS) 2>&1 | tee .test.log; \
+	@set -o pipefail; CI=true $(GO) test -json -race -count=1 -timeout 25m $(PKGS) 2>&1 | \
+		$(GO) run ./internal/testsummary -summary .test.summary; \
 	status=$$?; \
 	$(MAKE) --no-print-directory test-web; web=$$?; \
 	echo "== web test summary: $$([ $$web = 0 ] && echo ok || echo FAIL) (eslint, tsc, vitest, build, e2e)"; \
 	$(MAKE) --no-print-directory test-deploy; deploy=$$?; \
 	echo "== deploy checks summary: $$([ $$deploy = 0 ] && echo ok || echo FAIL) (Dockerfile, docker-compose.yml, Helm chart)"; \
-	echo "== go test summary: $$(grep -c '^ok' .test.log) packages ok, $$(grep -c '^FAIL' .test.log) FAIL lines, $$(grep -c 'no test files' .test.log) without tests"; \
-	rm -f .test.log; [ $$status = 0 ] && [ $$web = 0 ] && [ $$deploy = 0 ]
+	cat .test.summary 2>/dev/null || echo "== go test summary: no summary (go test or internal/testsummary did not run)"; \
+	rm -f .test.summary; [ $$status = 0 ] && [ $$web = 0 ] && [ $$deploy = 0 ]
+
+## deps: install what the tests need when missing (redis-server, PostgreSQL, Chromium,
+## Node.js, Go modules, the FerretDB stand-in, helm, npm packages), or fail naming it
+deps:
+	@bash scripts/install-deps.sh
 
 ## web: install the dashboard's npm packages (when package-lock.json changed)
 ## and build it into web/dist/app, which the API binary embeds

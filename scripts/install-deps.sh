@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# What the tests need on a fresh Debian/Ubuntu machine, installed if
+# missing: redis-server (+ redis-sentinel), PostgreSQL (for the MongoDB
+# stand-in), Chromium (the dashboard's end-to-end run), Node.js and npm,
+# the Go modules, the FerretDB stand-in binary, a pinned helm, and the
+# dashboard's npm packages. make test runs it first (and .ci/run runs make
+# test); it is quick when everything is there. Without root or passwordless
+# sudo it installs nothing and fails naming what to install.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { echo "== $*"; }
+
+need_apt=()
+command -v redis-server >/dev/null || need_apt+=(redis-server redis-tools)
+command -v redis-sentinel >/dev/null || need_apt+=(redis-sentinel)
+if ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  need_apt+=(postgresql)
+fi
+# Debian's Chromium for the dashboard's end-to-end run (playwright-core drives it;
+# Playwright cannot download its own browsers here).
+[ -x /usr/bin/chromium ] || need_apt+=(chromium chromium-driver)
+command -v node >/dev/null || need_apt+=(nodejs)
+command -v npm >/dev/null || need_apt+=(npm)
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+      SUDO="sudo"
+    else
+      echo "install-deps: the tests need ${need_apt[*]}, and this user cannot install them." >&2
+      echo "install-deps: run: sudo apt-get install ${need_apt[*]}   (then make test again)" >&2
+      exit 1
+    fi
+  fi
+  say "installing ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+say "go $(go version | awk '{print $3}'), $(redis-server --version | awk '{print $3}'), node $(node --version)"
+go mod download
+
+# The FerretDB stand-in, built once (its own module; cached after).
+say "the MongoDB stand-in (FerretDB on PostgreSQL): $(bash scripts/mongo-standin.sh build)"
+
+# helm for the chart checks of make test (test-deploy): no package exists, so a
+# pinned version is built from the Go module proxy once (~3 min) and cached.
+say "helm for the deploy checks: $(bash scripts/install-helm.sh)"
+(cd tools/deploycheck && go mod download)
+
+# The dashboard's npm packages, when web/package-lock.json changed since the
+# last npm ci (make's web target keys on the same file).
+if [ ! web/node_modules/.package-lock.json -nt web/package-lock.json ]; then
+  say "npm ci in web/"
+  (cd web && npm ci --no-audit --no-fund)
+fi
