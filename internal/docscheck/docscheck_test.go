@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -371,6 +372,51 @@ func TestTimesInDocs(t *testing.T) {
 		for _, m := range quoted.FindAllStringSubmatchIndex(d.text, -1) {
 			if s := d.text[m[2]:m[3]]; !format.MatchString(s) {
 				t.Errorf("%s:%d shows the time %q; the API writes 2006-01-02T15:04:05.000Z", d.name, lineOf(d.text, m[0]), s)
+			}
+		}
+	}
+}
+
+// A default given in prose next to a variable: "`SUNDIAL_LEASE_TTL` (15 s)",
+// "(default 0)", "(10,000 per queue)", "(1 MiB)", "(90 days)".
+var proseDefaultRe = regexp.MustCompile("`(SUNDIAL_[A-Z0-9_]+)` \\((?:default )?(\\d[\\d,.]*)(?: (s|min|h|days|MiB))?\\b")
+
+// TestDefaultsInProse: a default the docs state next to a variable outside
+// the configuration table is the code's default too.
+func TestDefaultsInProse(t *testing.T) {
+	defaults := map[string]string{}
+	for _, v := range config.Vars {
+		defaults[v.Name] = v.Default
+	}
+	for _, d := range docs(t) {
+		for _, m := range proseDefaultRe.FindAllStringSubmatchIndex(d.text, -1) {
+			name, num := d.text[m[2]:m[3]], strings.ReplaceAll(d.text[m[4]:m[5]], ",", "")
+			unit := ""
+			if m[6] >= 0 {
+				unit = d.text[m[6]:m[7]]
+			}
+			def, ok := defaults[name]
+			if !ok {
+				continue
+			}
+			var doc, code string
+			switch unit {
+			case "s", "min", "h", "days":
+				n, _ := strconv.ParseFloat(num, 64)
+				scale := map[string]time.Duration{"s": time.Second, "min": time.Minute, "h": time.Hour, "days": 24 * time.Hour}[unit]
+				dd, err := time.ParseDuration(def)
+				if err != nil {
+					continue
+				}
+				doc, code = (time.Duration(n * float64(scale))).String(), dd.String()
+			case "MiB":
+				n, _ := strconv.ParseFloat(num, 64)
+				doc, code = strconv.FormatInt(int64(n*(1<<20)), 10), def
+			default:
+				doc, code = num, def
+			}
+			if doc != code {
+				t.Errorf("%s:%d gives %s a default of %s %s; the code's is %s", d.name, lineOf(d.text, m[0]), name, num, unit, def)
 			}
 		}
 	}
