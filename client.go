@@ -60,8 +60,9 @@ var (
 type Job struct {
 	// Type names the handler that runs the job, e.g. "email.send".
 	Type string
-	// Payload is the job's input: any value encoding/json can marshal, or
-	// JSON as json.RawMessage or []byte. Nil means none.
+	// Payload is the job's input: any value encoding/json can marshal (a
+	// string becomes a JSON string), or JSON text as json.RawMessage or
+	// []byte. Nil means none.
 	Payload any
 	// Queue is the queue the job goes to; default "default".
 	Queue string
@@ -84,7 +85,8 @@ type Job struct {
 	IdempotencyKey string
 	// DependsOn lists jobs of the same queue that must succeed first, by
 	// id; in SubmitMany also "#n", the n-th job of the same call. The job
-	// waits until they have, and goes dead if one of them does.
+	// waits until they have; if one ends dead or cancelled, the job is
+	// cancelled.
 	DependsOn []string
 }
 

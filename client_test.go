@@ -1,0 +1,130 @@
+package sundial_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial"
+	"github.com/sundialhq/sundial/pkg/job"
+)
+
+func newClient(t *testing.T) (*sundial.Client, *redis.Client) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	t.Cleanup(func() { rdb.Close() })
+	return sundial.NewClient(rdb), rdb
+}
+
+func TestSubmitOptions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, _ := newClient(t)
+	runAt := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	sub, err := c.Submit(ctx, sundial.Job{
+		Type: "opts", Queue: "opts", RunAt: runAt, Timeout: 1500 * time.Millisecond,
+		Payload: json.RawMessage(`{"raw":true}`), DependsOn: nil,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := sub.Job
+	if j.State != sundial.Scheduled || !j.RunAt.Equal(runAt) || j.TimeoutSeconds != 2 || string(j.Payload) != `{"raw":true}` {
+		t.Fatalf("job %+v", j)
+	}
+	got, err := c.Get(ctx, j.ID)
+	if err != nil || got.ID != j.ID || got.State != sundial.Scheduled {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	if _, err := c.Get(ctx, "01NOSUCHJOB"); !errors.Is(err, sundial.ErrNotFound) {
+		t.Fatalf("get unknown: %v", err)
+	}
+	if _, err := c.Retry(ctx, j.ID); !errors.Is(err, sundial.ErrConflict) {
+		t.Fatalf("retry of a scheduled job: %v", err)
+	}
+	cancelled, err := c.Cancel(ctx, j.ID)
+	if err != nil || cancelled.State != sundial.Cancelled {
+		t.Fatalf("cancel: %+v %v", cancelled, err)
+	}
+	retried, err := c.Retry(ctx, j.ID)
+	if err != nil || retried.State == sundial.Cancelled {
+		t.Fatalf("retry: %+v %v", retried, err)
+	}
+}
+
+func TestSubmitErrorsNameTheField(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, _ := newClient(t)
+	var fe *job.FieldError
+	_, err := c.Submit(ctx, sundial.Job{Type: "x", RunAt: time.Now().Add(time.Minute), Delay: time.Minute})
+	if !errors.As(err, &fe) || fe.Field != "delay_seconds" {
+		t.Fatalf("run_at and delay: %v", err)
+	}
+	_, err = c.SubmitMany(ctx, []sundial.Job{{Type: "x"}, {Type: "x", MaxAttempts: 1000}})
+	if !errors.As(err, &fe) || fe.Field != "jobs[1].max_attempts" {
+		t.Fatalf("batch: %v", err)
+	}
+	_, err = c.Submit(ctx, sundial.Job{Type: "x", Payload: make(chan int)})
+	if err == nil || !strings.Contains(err.Error(), "payload") {
+		t.Fatalf("unmarshalable payload: %v", err)
+	}
+	_, err = c.SubmitMany(ctx, []sundial.Job{{Type: "x", Queue: "a"}, {Type: "x", Queue: "b"}})
+	if err == nil {
+		t.Fatal("a batch over two queues was accepted")
+	}
+}
+
+// A payload that does not decode into the handler's type fails the job at
+// once, without retries; a context outside a handler has no job.
+func TestHandleJSONBadPayload(t *testing.T) {
+	t.Parallel()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	c, rdb := newClient(t)
+	if sundial.JobFrom(ctx) != nil {
+		t.Fatal("JobFrom of a plain context")
+	}
+	r := sundial.NewRunner(rdb, sundial.RunnerConfig{Queues: []string{"typed"}, ExternalPoller: true})
+	calls := 0
+	sundial.HandleJSON(r, "typed", func(ctx context.Context, p struct{ N int }) (any, error) {
+		calls++
+		return p.N, nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	sub, err := c.Submit(ctx, sundial.Job{Type: "typed", Queue: "typed", Payload: map[string]string{"N": "not a number"}, MaxAttempts: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := c.Wait(ctx, sub.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != sundial.Dead || j.Attempt != 1 || calls != 0 || !strings.Contains(j.LastError, "payload of typed") {
+		t.Fatalf("job %+v, %d calls", j, calls)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// Wait returns when its context ends.
+func TestWaitEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	c, _ := newClient(t)
+	sub, err := c.Submit(context.Background(), sundial.Job{Type: "never", Queue: "waiting-room"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.Wait(ctx, sub.Job.ID); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait: %v", err)
+	}
+}
