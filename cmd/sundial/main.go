@@ -1,7 +1,8 @@
 // Command sundial is the command-line client of Sundial's HTTP API: it
-// manages recurring schedules, submits and inspects jobs, shows queues and
-// handles dead letters. It prints tables for people and, with --json, the
-// API's JSON for scripts. See docs/cli.md.
+// manages recurring schedules, submits and inspects jobs, shows queues,
+// handles dead letters and follows job events live (watch). It prints
+// tables for people and, with --json, the API's JSON for scripts. See
+// docs/cli.md.
 package main
 
 import (
