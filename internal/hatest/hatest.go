@@ -30,7 +30,7 @@ type Cluster struct {
 }
 
 // StartCluster starts 3 masters and 3 replicas (cluster-node-timeout 1000 ms,
-// AOF everysec), creates the cluster with redis-cli and waits until every
+// cluster-require-full-coverage no, AOF everysec), creates the cluster with redis-cli and waits until every
 // node reports cluster_state:ok and every master has its replica.
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
@@ -39,6 +39,8 @@ func StartCluster(t testing.TB) *Cluster {
 	for range 6 {
 		c.Nodes = append(c.Nodes, queuetest.StartWith(t,
 			"--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
+			// The other shards serve while one shard fails over.
+			"--cluster-require-full-coverage", "no",
 			"--cluster-replica-validity-factor", "0",
 			"--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"))
 	}
@@ -333,4 +335,55 @@ func (c *Cluster) QueuesOnShards(prefix string, perShard int) [][]string {
 		}
 	}
 	return out
+}
+
+// ID returns a node's cluster node id.
+func ID(n *queuetest.Server) string {
+	id, _ := nodeCmd(n.Addr(), "cluster", "myid")
+	return id
+}
+
+// MoveSlot moves slot from its master to dst by hand while clients run:
+// SETSLOT IMPORTING and MIGRATING, then every key of the slot in one
+// MIGRATE (so that no script sees a queue half moved), then SETSLOT NODE on
+// every live master.
+func (c *Cluster) MoveSlot(slot int, dst *queuetest.Server) {
+	c.t.Helper()
+	src := c.MasterOf(slot)
+	ctx := context.Background()
+	srcC := redis.NewClient(&redis.Options{Addr: src.Addr()})
+	defer srcC.Close()
+	dstC := redis.NewClient(&redis.Options{Addr: dst.Addr()})
+	defer dstC.Close()
+	srcID, dstID := ID(src), ID(dst)
+	must := func(err error) {
+		c.t.Helper()
+		if err != nil {
+			c.t.Fatalf("move slot %d: %v", slot, err)
+		}
+	}
+	must(dstC.Do(ctx, "cluster", "setslot", slot, "importing", srcID).Err())
+	must(srcC.Do(ctx, "cluster", "setslot", slot, "migrating", dstID).Err())
+	host, port, _ := net.SplitHostPort(dst.Addr())
+	for {
+		keys, err := srcC.ClusterGetKeysInSlot(ctx, slot, 100000).Result()
+		must(err)
+		if len(keys) == 0 {
+			break
+		}
+		args := []any{"migrate", host, port, "", 0, 10000, "keys"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		must(srcC.Do(ctx, args...).Err())
+	}
+	must(dstC.Do(ctx, "cluster", "setslot", slot, "node", dstID).Err())
+	must(srcC.Do(ctx, "cluster", "setslot", slot, "node", dstID).Err())
+	for _, m := range c.Masters() {
+		if m != src && m != dst {
+			r := redis.NewClient(&redis.Options{Addr: m.Addr()})
+			must(r.Do(ctx, "cluster", "setslot", slot, "node", dstID).Err())
+			r.Close()
+		}
+	}
 }

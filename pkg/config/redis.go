@@ -1,10 +1,15 @@
 package config
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -61,15 +66,57 @@ func RedisOptions(raw string) (*redis.UniversalOptions, error) {
 			}
 		}
 		// Two or more seeds, or one seed without a scheme: cluster mode.
-		return &redis.UniversalOptions{Addrs: addrs, IsClusterMode: true}, nil
+		// One dial attempt per try: a dead master answers "refused" at
+		// once, and retrying the dial (5 × 100 ms by default, times each
+		// redirect) would stall every caller that also touches the
+		// healthy shards while the dead one fails over.
+		return &redis.UniversalOptions{Addrs: addrs, IsClusterMode: true, DialerRetries: 1}, nil
 	}
 }
 
-// NewRedis returns a go-redis universal client for SUNDIAL_REDIS_URL.
+// NewRedis returns a go-redis universal client for SUNDIAL_REDIS_URL. A
+// Cluster client reloads the cluster's slot map whenever a node cannot be
+// reached, so that it finds a failed-over shard's new master at once rather
+// than at its next periodic reload.
 func NewRedis(raw string) (redis.UniversalClient, error) {
 	o, err := RedisOptions(raw)
 	if err != nil {
 		return nil, err
 	}
-	return redis.NewUniversalClient(o), nil
+	c := redis.NewUniversalClient(o)
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		cc.AddHook(reloadOnNodeFailure{cc})
+	}
+	return c, nil
+}
+
+// reloadOnNodeFailure asks a cluster client to reload its slot map after a
+// connection error (go-redis reloads on MOVED, and on a timer, but not when
+// a master died). Reloads are rate-limited by go-redis itself.
+type reloadOnNodeFailure struct{ cc *redis.ClusterClient }
+
+func (h reloadOnNodeFailure) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h reloadOnNodeFailure) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.check(ctx, err)
+		return err
+	}
+}
+
+func (h reloadOnNodeFailure) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.check(ctx, err)
+		return err
+	}
+}
+
+func (h reloadOnNodeFailure) check(ctx context.Context, err error) {
+	var ne net.Error
+	if err != nil && ctx.Err() == nil && (errors.As(err, &ne) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || redis.IsClusterDownError(err)) {
+		h.cc.ReloadState(context.WithoutCancel(ctx))
+	}
 }

@@ -56,13 +56,16 @@ func (c *Client) locate(ctx context.Context, id string) (*queueKeys, error) {
 	for i, q := range qs {
 		cmds[i] = pipe.Exists(ctx, c.keysFor(q).job(id))
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, err
-	}
+	// On Redis Cluster one shard may be down (failing over) while the job
+	// is on another: a hit counts whatever the other shards answered.
+	_, err = pipe.Exec(ctx)
 	for i, cmd := range cmds {
-		if cmd.Val() == 1 {
+		if cmd.Err() == nil && cmd.Val() == 1 {
 			return c.keysFor(qs[i]), nil
 		}
+	}
+	if err != nil {
+		return nil, err
 	}
 	return nil, ErrNotFound
 }

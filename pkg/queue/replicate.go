@@ -19,6 +19,27 @@ var ErrNotReplicated = errors.New("write not acknowledged by enough Redis replic
 // k's slot and then WAITs on that connection (WAIT counts the replicas that
 // have every write of its own connection) for Options.WaitReplicas replicas.
 func (c *Client) runReplicated(ctx context.Context, s *redis.Script, k *queueKeys, now time.Time, args ...any) ([]string, error) {
+	// A refused script wrote nothing: MOVED, ASK and TRYAGAIN (a shard
+	// failed over, a slot is moving) are retried on the slot's new master.
+	deadline := time.Now().Add(c.opts.WaitTimeout)
+	for attempt := 1; ; attempt++ {
+		res, err := c.runAndWait(ctx, s, k, now, args)
+		cc, cluster := c.rdb.(*redis.ClusterClient)
+		if err == nil || !cluster || !isRedirect(err) || time.Now().After(deadline) {
+			return res, err
+		}
+		cc.ReloadState(ctx)
+		t := time.NewTimer(time.Duration(min(attempt, 10)) * 10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Client) runAndWait(ctx context.Context, s *redis.Script, k *queueKeys, now time.Time, args []any) ([]string, error) {
 	var node *redis.Client
 	switch r := c.rdb.(type) {
 	case *redis.Client: // one server, or Sentinel's failover client

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -19,7 +20,8 @@ import (
 // On Redis Cluster one BLPOP cannot span slots, so it blocks on every slot
 // at once, one BLPOP per slot on that slot's master: the first wake wins and
 // the other BLPOPs are ended with CLIENT UNBLOCK, so each call returns its
-// connections to the pool before it returns.
+// connections to the pool before it returns. A shard that fails ends only
+// its own BLPOP; the call fails when every shard does.
 func (c *Client) WaitForWork(ctx context.Context, queues []string, timeout time.Duration) (bool, error) {
 	keys := make([]string, len(queues))
 	for i, q := range queues {
@@ -84,16 +86,23 @@ func waitSlots(ctx context.Context, cc *redis.ClusterClient, groups [][]string, 
 		}()
 	}
 
+	// A slot whose master fails (its shard is failing over) does not end
+	// the wait: the other shards can still wake it.
 	var win *waiter
-	finished := 0
+	var firstErr error
+	finished, failed := 0, 0
 wait:
 	for finished < len(ws) {
 		select {
 		case w := <-first:
 			finished++
-			if w.ok || w.err != nil {
+			if w.ok || (w.err != nil && isRedirect(w.err)) {
 				win = w
 				break wait
+			}
+			if w.err != nil {
+				failed++
+				firstErr = cmp.Or(firstErr, w.err)
 			}
 		case <-ctx.Done():
 			break wait
@@ -132,6 +141,8 @@ wait:
 		return movedIsWake(ctx, cc, win.ok, win.err)
 	case ctx.Err() != nil:
 		return false, ctx.Err()
+	case failed == len(ws):
+		return false, firstErr
 	}
 	return false, nil
 }

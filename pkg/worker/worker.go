@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -273,22 +274,33 @@ func (w *Worker) dispatch(ctx, jobsCtx context.Context, wg *sync.WaitGroup) {
 }
 
 // claim claims up to free jobs over the queues in order and starts them.
+// A queue whose Redis fails (one shard of a cluster failing over) does not
+// stop the others: claim reports an error only when no queue answered.
 func (w *Worker) claim(ctx, jobsCtx context.Context, free int, wg *sync.WaitGroup) (int, error) {
-	claimed := 0
+	claimed, tried := 0, 0
+	var failed []string
+	var firstErr error
 	for _, name := range w.order() {
 		if claimed == free {
 			break
 		}
+		tried++
 		leases, err := w.q.Claim(ctx, name, free-claimed, w.cfg.ID)
 		if err != nil {
-			return claimed, err
+			failed = append(failed, name)
+			firstErr = cmp.Or(firstErr, err)
+			continue
 		}
 		for _, l := range leases {
 			claimed++
 			w.start(jobsCtx, name, l, wg)
 		}
 	}
-	return claimed, nil
+	if firstErr != nil && len(failed) < tried {
+		w.log.Warn("claim failed on some queues; serving the others", "queues", failed, "err", firstErr)
+		return claimed, nil
+	}
+	return claimed, firstErr
 }
 
 // order returns the queues in the order to try them this round.

@@ -1,0 +1,163 @@
+package hatest_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sundialhq/sundial/internal/hatest"
+)
+
+// TestClusterFailoverAndMigration: the binaries on a 3-master, 3-replica
+// Redis Cluster with SUNDIAL_REDIS_WAIT_REPLICAS=1, under steady load over
+// six queues, two on each shard. The registry of queues, workers and
+// schedules spans the shards; a dependency on another queue's job is
+// refused with a 400. One shard's master is killed with SIGKILL: the other
+// shards keep serving while its replica takes over, and the old master
+// rejoins as its replica. Then a queue's slot is
+// moved to another shard under load. Every acknowledged job succeeds and no
+// process restarts.
+func TestClusterFailoverAndMigration(t *testing.T) {
+	start := time.Now()
+	phase := func(what string) { t.Logf("%5.1fs %s", time.Since(start).Seconds(), what) }
+	cl := hatest.StartCluster(t)
+	phase("cluster up")
+	shards := cl.QueuesOnShards("hc", 2)
+	var queues []string
+	for _, on := range shards {
+		queues = append(queues, on...)
+	}
+	s := startStack(t, cl.Seeds(), queues, 2,
+		"SUNDIAL_REDIS_WAIT_REPLICAS=1", "SUNDIAL_REDIS_WAIT_TIMEOUT=500ms", "SUNDIAL_HISTORY=off")
+
+	phase("binaries up")
+	// Schedules on every shard.
+	for i, on := range shards {
+		code, b, err := s.call("PUT", fmt.Sprintf("/v1/schedules/tick-%d", i), map[string]any{
+			"every_seconds": 1, "job": map[string]any{"queue": on[0], "type": "sundial.echo"},
+		}, 10*time.Second)
+		if err != nil || code != http.StatusCreated {
+			t.Fatalf("create schedule on %s: %d %s %v", on[0], code, b, err)
+		}
+	}
+
+	l := &ledger{}
+	stop := make(chan struct{})
+	errs := make(chan error, 1)
+	wg := s.load(queues, 10*time.Millisecond, l, stop, errs)
+	hatest.Eventually(t, 30*time.Second, "steady load", func() bool { return len(l.snapshot()) >= 150 })
+
+	phase("steady load")
+	// The registry spans the shards.
+	names := func(path, list, field string) []string {
+		code, b, err := s.call("GET", path, nil, 10*time.Second)
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s %v", path, code, b, err)
+		}
+		var out map[string][]map[string]any
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatalf("GET %s: %v: %s", path, err, b)
+		}
+		var ns []string
+		for _, item := range out[list] {
+			ns = append(ns, fmt.Sprint(item[field]))
+		}
+		return ns
+	}
+	hatest.Eventually(t, 10*time.Second, "both workers in GET /v1/workers", func() bool {
+		return len(names("/v1/workers", "workers", "id")) == 2
+	})
+	listed := strings.Join(names("/v1/queues", "queues", "name"), ",")
+	for _, q := range queues {
+		if !strings.Contains(listed, q) {
+			t.Errorf("GET /v1/queues lists %s, not %s", listed, q)
+		}
+	}
+	if sch := names("/v1/schedules", "schedules", "id"); len(sch) != 3 {
+		t.Errorf("GET /v1/schedules lists %v, want the 3 schedules of the 3 shards", sch)
+	}
+
+	// A dependency on a job of another queue (here: another shard) is a 400.
+	parent, err := s.submit(shards[0][0], "parent", nil, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, b, err := s.call("POST", "/v1/jobs", map[string]any{
+		"queue": shards[1][0], "type": "sundial.echo", "depends_on": []string{parent},
+	}, 10*time.Second)
+	if err != nil || code != http.StatusBadRequest || !strings.Contains(string(b), "not found in this queue") {
+		t.Errorf("dependency across queues: %d %s %v, want 400 naming the rule", code, b, err)
+	}
+	t.Logf("dependency across queues: %d %s", code, b)
+
+	phase("registry and dependency checked")
+	// Kill one shard's master.
+	victim := cl.MasterOf(cl.KeySlot("{" + shards[0][0] + "}"))
+	killed := time.Now()
+	victim.Kill()
+	// The other shards keep serving while it fails over.
+	var others []string
+	for i, on := range shards[1:] {
+		id, err := s.submit(on[0], fmt.Sprintf("during-%d", i), nil, l)
+		if err != nil {
+			t.Fatalf("submit to a healthy shard during the failover: %v", err)
+		}
+		others = append(others, id)
+	}
+	hatest.Eventually(t, 10*time.Second, "jobs of the healthy shards run during the failover", func() bool {
+		for _, id := range others {
+			if s.state(id) != "succeeded" {
+				return false
+			}
+		}
+		return true
+	})
+	healthyDone := time.Since(killed)
+	hatest.Eventually(t, 30*time.Second, "a replica takes over the killed shard", func() bool {
+		return cl.MasterOf(cl.KeySlot("{"+shards[0][0]+"}")) != victim
+	})
+	promoted := time.Since(killed)
+	if healthyDone >= promoted {
+		t.Errorf("the healthy shards' jobs ran only after the failed shard was back (%v, failover %v)", healthyDone, promoted)
+	}
+	// With SUNDIAL_REDIS_WAIT_REPLICAS=1 the shard takes submits again once
+	// it has a replica: the old master comes back and joins as one.
+	victim.Restart()
+	before := len(l.snapshot())
+	hatest.Eventually(t, 30*time.Second, "submits acknowledged on every shard again", func() bool {
+		return len(l.snapshot()) >= before+120
+	})
+
+	phase("failover done, load acknowledged again")
+	// Move a queue's slot to another shard under load.
+	moved := shards[1][0]
+	slot := cl.KeySlot("{" + moved + "}")
+	dst := cl.MasterOf(cl.KeySlot("{" + shards[2][0] + "}"))
+	moveStart := time.Now()
+	cl.MoveSlot(slot, dst)
+	moveTook := time.Since(moveStart)
+	if cl.MasterOf(slot) != dst {
+		t.Fatalf("slot %d did not move", slot)
+	}
+	before = len(l.snapshot())
+	hatest.Eventually(t, 30*time.Second, "submits acknowledged after the move", func() bool {
+		return len(l.snapshot()) >= before+120
+	})
+
+	phase("slot moved, load acknowledged again")
+	close(stop)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Errorf("a submit got no answer within 30 s: %v", err)
+	default:
+	}
+	s.settle(l, 60*time.Second)
+	s.alive()
+	phase("every acknowledged job succeeded")
+	t.Logf("%d jobs acknowledged over %d queues on 3 shards, all succeeded; healthy shards served %v after the kill, replica promoted after %v; slot %d (queue %s) moved in %v",
+		len(l.snapshot()), len(queues), healthyDone.Round(time.Millisecond), promoted.Round(time.Millisecond), slot, moved, moveTook.Round(time.Millisecond))
+}
