@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -77,28 +78,65 @@ func runWatch(ctx context.Context, a *app, args []string) error {
 	if a.opts.apiKey != "" {
 		hdr.Set("Authorization", "Bearer "+a.opts.apiKey)
 	}
-	dialCtx, cancel := context.WithTimeout(ctx, a.opts.timeout)
-	conn, res, err := websocket.Dial(dialCtx, u.String(), &websocket.DialOptions{HTTPHeader: hdr})
-	cancel()
+	dial := func() (*websocket.Conn, error) {
+		dialCtx, cancel := context.WithTimeout(ctx, a.opts.timeout)
+		defer cancel()
+		conn, res, err := websocket.Dial(dialCtx, u.String(), &websocket.DialOptions{HTTPHeader: hdr})
+		if err != nil {
+			if res != nil && res.StatusCode >= 400 {
+				return nil, &apiError{Status: res.StatusCode, Code: "http_error", Message: "the stream refused the connection: " + res.Status}
+			}
+			return nil, fmt.Errorf("cannot reach the stream at %s: %v", u.Redacted(), err)
+		}
+		conn.SetReadLimit(16 << 20)
+		return conn, nil
+	}
+	conn, err := dial()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if res != nil && res.StatusCode >= 400 {
-			return &apiError{Status: res.StatusCode, Code: "http_error", Message: "the stream refused the connection: " + res.Status}
-		}
-		return fmt.Errorf("cannot reach the stream at %s: %v", u.Redacted(), err)
+		return err
 	}
-	defer conn.CloseNow()
-	conn.SetReadLimit(16 << 20)
+	// Once connected, a lost connection (an API restart, a client that fell
+	// behind) is dialled again until Ctrl-C; events in the gap are missed,
+	// which stderr says.
+	delay := 250 * time.Millisecond
+	for {
+		err := a.follow(ctx, conn, *stats)
+		conn.CloseNow()
+		if ctx.Err() != nil {
+			return nil // Ctrl-C
+		}
+		fmt.Fprintf(a.env.stderr, "sundial: stream lost (%v); reconnecting, events until then are missed\n", err)
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(delay):
+			}
+			if conn, err = dial(); err == nil {
+				break
+			}
+			var ae *apiError
+			if errors.As(err, &ae) && (ae.Status == 401 || ae.Status == 403) {
+				return err
+			}
+			delay = min(2*delay, 5*time.Second)
+		}
+		delay = 250 * time.Millisecond
+	}
+}
+
+// follow prints what conn sends until it fails or ctx ends.
+func (a *app) follow(ctx context.Context, conn *websocket.Conn, stats bool) error {
 	for {
 		_, data, err := conn.Read(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				conn.Close(websocket.StatusNormalClosure, "")
-				return nil // Ctrl-C
 			}
-			return fmt.Errorf("stream closed: %v", err)
+			return err
 		}
 		var msg struct {
 			Kind  string          `json:"kind"`
@@ -115,7 +153,7 @@ func runWatch(ctx context.Context, a *app, args []string) error {
 			if json.Unmarshal(msg.Event, &e) == nil {
 				fmt.Fprintln(a.env.stdout, eventLine(&e))
 			}
-		case msg.Kind == "stats" && *stats:
+		case msg.Kind == "stats" && stats:
 			if a.opts.json {
 				fmt.Fprintf(a.env.stdout, "%s\n", data)
 			} else {

@@ -2,10 +2,16 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
@@ -71,4 +77,31 @@ func TestScheduleTimesInTheirZone(t *testing.T) {
 	if !regexp.MustCompile(`"next_run_at": "\d{4}-\d\d-\d\dT0[12]:00:00\.000Z"`).MatchString(r.stdout) {
 		t.Fatalf("the API's next_run_at is not in UTC with milliseconds:\n%s", r.stdout)
 	}
+}
+
+// A lost stream is dialled again: each connection of this fake server
+// sends one event and closes as a restarting API would.
+func TestWatchReconnects(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		i := n.Add(1)
+		msg := fmt.Sprintf(`{"kind":"event","event":{"at":"2026-11-23T21:00:00.000Z","queue":"q","job_id":"J%d","type":"t","event":"queued"}}`, i)
+		_ = c.Write(r.Context(), websocket.MessageText, []byte(msg))
+		c.Close(websocket.StatusGoingAway, "restart")
+	}))
+	defer srv.Close()
+	s := &server{url: srv.URL}
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan result, 1)
+	go func() { done <- s.cliCtx(ctx, t, "", args("watch"), out) }()
+	queuetest.Eventually(t, 10*time.Second, "events of two connections", func() bool {
+		return strings.Contains(out.String(), "J1  t  queued") && strings.Contains(out.String(), "J2  t  queued")
+	})
+	cancel()
+	(<-done).want(t, exitOK, "stream lost", "reconnecting")
 }
