@@ -2,8 +2,8 @@
 # What the tests need on a fresh Debian/Ubuntu machine, installed if
 # missing: redis-server (+ redis-sentinel), PostgreSQL (for the MongoDB
 # stand-in), Chromium (the dashboard's end-to-end run), Node.js and npm,
-# the Go modules, the FerretDB stand-in binary, a pinned helm, and the
-# dashboard's npm packages. make test runs it first (and .ci/run runs make
+# Python 3 (the example HTTP worker), the Go modules, the FerretDB stand-in
+# binary, a pinned helm, and the dashboard's npm packages. make test runs it first (and .ci/run runs make
 # test); it is quick when everything is there. Without root or passwordless
 # sudo it installs nothing and fails naming what to install.
 set -euo pipefail
@@ -21,6 +21,7 @@ fi
 # Playwright cannot download its own browsers here).
 [ -x /usr/bin/chromium ] || need_apt+=(chromium chromium-driver)
 command -v node >/dev/null || need_apt+=(nodejs)
+command -v python3 >/dev/null || need_apt+=(python3)   # examples/python_worker.py (internal/e2e)
 command -v npm >/dev/null || need_apt+=(npm)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
