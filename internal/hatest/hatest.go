@@ -25,8 +25,9 @@ import (
 
 // Cluster is a Redis Cluster of redis-server processes owned by one test.
 type Cluster struct {
-	t     testing.TB
-	Nodes []*queuetest.Server
+	t        testing.TB
+	replicas int
+	Nodes    []*queuetest.Server
 }
 
 // StartCluster starts 3 masters and 3 replicas (cluster-node-timeout 1000 ms,
@@ -34,9 +35,16 @@ type Cluster struct {
 // node reports cluster_state:ok and every master has its replica.
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
+	return StartClusterReplicas(t, 1)
+}
+
+// StartClusterReplicas is StartCluster with replicas replicas per master
+// (0 for a cluster of three masters alone).
+func StartClusterReplicas(t testing.TB, replicas int) *Cluster {
+	t.Helper()
 	need(t, "redis-server", "redis-cli")
-	c := &Cluster{t: t}
-	for range 6 {
+	c := &Cluster{t: t, replicas: replicas}
+	for range 3 * (1 + replicas) {
 		c.Nodes = append(c.Nodes, queuetest.StartWith(t,
 			"--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
 			// The other shards serve while one shard fails over.
@@ -48,7 +56,7 @@ func StartCluster(t testing.TB) *Cluster {
 	for _, n := range c.Nodes {
 		args = append(args, n.Addr())
 	}
-	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
@@ -84,7 +92,8 @@ func nodeCmd(addr string, args ...any) (string, error) {
 }
 
 // WaitHealthy waits until every live node reports cluster_state:ok and
-// agrees with the others on three masters that each have a connected replica.
+// agrees with the others on three masters that each have their connected
+// replicas.
 func (c *Cluster) WaitHealthy(timeout time.Duration) {
 	c.t.Helper()
 	Eventually(c.t, timeout, "cluster healthy", func() bool {
@@ -102,8 +111,11 @@ func (c *Cluster) WaitHealthy(timeout time.Duration) {
 			return false
 		}
 		for _, m := range masters {
+			if c.replicas == 0 {
+				break
+			}
 			info, err := nodeCmd(m.Addr(), "info", "replication")
-			if err != nil || !strings.Contains(info, "connected_slaves:1") || !strings.Contains(info, "state=online") {
+			if err != nil || !strings.Contains(info, "connected_slaves:"+strconv.Itoa(c.replicas)) || !strings.Contains(info, "state=online") {
 				return false
 			}
 		}
