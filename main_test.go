@@ -1,10 +1,15 @@
 package sundial_test
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"testing"
+	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 )
 
@@ -19,7 +24,26 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	redisAddr = s.Addr()
+	// The examples' Runners log to slog's default logger; their logs are
+	// not part of what the examples print.
+	slog.SetDefault(slog.New(slog.DiscardHandler))
 	code := m.Run()
+	waitForWorkers(s.Addr())
 	stop()
 	os.Exit(code)
+}
+
+// waitForWorkers gives the Runners the examples left stopping (their
+// context ended as the example returned) up to 5 s to leave the worker
+// registry, so that none is cut off from Redis mid-shutdown.
+func waitForWorkers(addr string) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	q := queue.New(rdb, queue.Options{})
+	ctx := context.Background()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if ws, err := q.Workers(ctx, time.Minute); err != nil || len(ws) == 0 {
+			return
+		}
+	}
 }
