@@ -2,11 +2,8 @@ package queue_test
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,50 +12,6 @@ import (
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 )
-
-// scriptLog records every script a client runs (EVALSHA and EVAL), by SHA1.
-type scriptLog struct {
-	mu   sync.Mutex
-	seen map[string]bool
-}
-
-func (l *scriptLog) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (l *scriptLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		l.note(cmd)
-		return next(ctx, cmd)
-	}
-}
-func (l *scriptLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, c := range cmds {
-			l.note(c)
-		}
-		return next(ctx, cmds)
-	}
-}
-
-func (l *scriptLog) note(cmd redis.Cmder) {
-	args := cmd.Args()
-	if len(args) < 2 {
-		return
-	}
-	name, _ := args[0].(string)
-	body, _ := args[1].(string)
-	var sha string
-	switch strings.ToLower(name) {
-	case "evalsha", "evalsha_ro":
-		sha = body
-	case "eval", "eval_ro":
-		h := sha1.Sum([]byte(body))
-		sha = hex.EncodeToString(h[:])
-	default:
-		return
-	}
-	l.mu.Lock()
-	l.seen[sha] = true
-	l.mu.Unlock()
-}
 
 // TestClusterScriptsKeepToOneSlot runs every transition script of the engine
 // against a real Redis Cluster, on queues of all three shards. Redis 7 refuses
@@ -70,7 +23,7 @@ func (l *scriptLog) note(cmd redis.Cmder) {
 func TestClusterScriptsKeepToOneSlot(t *testing.T) {
 	cl := hatest.StartCluster(t)
 	rdb := cl.Client()
-	log := &scriptLog{seen: map[string]bool{}}
+	log := &hatest.ScriptLog{}
 	rdb.AddHook(log)
 	clk := &clock{t: time.Now()}
 	q := queue.New(rdb, queue.Options{Now: clk.Now, LeaseClock: clk.Now, LeaseTTL: 10 * time.Second, LeaseGrace: time.Second})
@@ -113,8 +66,8 @@ func TestClusterScriptsKeepToOneSlot(t *testing.T) {
 			want++
 		}
 	}
-	if len(log.seen) < want {
-		t.Fatalf("the scenario ran %d distinct scripts; lua/ has %d transition scripts: extend exerciseEveryScript to run the new one", len(log.seen), want)
+	if log.Seen() < want {
+		t.Fatalf("the scenario ran %d distinct scripts; lua/ has %d transition scripts: extend exerciseEveryScript to run the new one", log.Seen(), want)
 	}
 }
 
