@@ -147,16 +147,24 @@ func (c *Cluster) MasterOf(slot int) *queuetest.Server {
 			continue
 		}
 		r := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1})
-		ranges, err := r.ClusterSlots(context.Background()).Result()
+		shards, err := r.ClusterShards(context.Background()).Result()
 		r.Close()
 		if err != nil {
 			continue
 		}
-		for _, s := range ranges {
-			if slot >= s.Start && slot <= s.End && len(s.Nodes) > 0 {
-				for _, m := range c.Nodes {
-					if m.Addr() == s.Nodes[0].Addr {
-						return m
+		for _, sh := range shards {
+			for _, rg := range sh.Slots {
+				if int64(slot) < rg.Start || int64(slot) > rg.End {
+					continue
+				}
+				for _, nd := range sh.Nodes {
+					if nd.Role != "master" {
+						continue
+					}
+					for _, m := range c.Nodes {
+						if m.Addr() == net.JoinHostPort(nd.IP, strconv.FormatInt(nd.Port, 10)) {
+							return m
+						}
 					}
 				}
 			}

@@ -122,7 +122,7 @@ func exerciseEveryScript(t *testing.T, ctx context.Context, q *queue.Client, clk
 	}
 	_, err = q.Release(ctx, name, leases) // release.lua
 	must(err)
-	leases, err = q.Claim(ctx, name, 1, "w1")
+	_, err = q.Claim(ctx, name, 1, "w1") // claimed again, then left to expire
 	must(err)
 	clk.Advance(time.Hour)
 	_, _, err = q.Reclaim(ctx, name, 100) // reclaim.lua: the lease expired
