@@ -46,7 +46,9 @@ func StartClusterReplicas(t testing.TB, replicas int) *Cluster {
 	c := &Cluster{t: t, replicas: replicas}
 	for range 3 * (1 + replicas) {
 		c.Nodes = append(c.Nodes, queuetest.StartWith(t,
-			"--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
+			// The bus port on a free port of its own, not port+10000.
+			"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(freePort(t)),
+			"--cluster-node-timeout", "1000",
 			// The other shards serve while one shard fails over.
 			"--cluster-require-full-coverage", "no",
 			"--cluster-replica-validity-factor", "0",
