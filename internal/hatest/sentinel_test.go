@@ -19,9 +19,9 @@ import (
 // SUNDIAL_REDIS_WAIT_REPLICAS=1, under steady load. The master is killed
 // with SIGKILL and never comes back; Sentinel promotes a replica. Every job
 // the API acknowledged, before or after, succeeds; the same processes keep
-// serving (workers' blocking waits, the poller's promotion and its wake-up
-// subscription, the history writer's consumer group); the history records
-// the jobs submitted after the failover.
+// serving (workers' blocking waits and cancel subscriptions, the poller's
+// promotion and its wake-up subscription, the history writer's consumer
+// group); the history records the jobs submitted after the failover.
 func TestSentinelFailover(t *testing.T) {
 	sn := hatest.StartSentinel(t)
 	mongoURI, db := mongotest.Start(t)
@@ -58,6 +58,16 @@ func TestSentinelFailover(t *testing.T) {
 	s.settle(l, 60*time.Second)
 	s.alive()
 
+	// The pub/sub wake-ups follow the new master: the poller listens for
+	// earlier due times, each worker for cancels (go-redis resubscribes).
+	ctx := context.Background()
+	newMaster := redis.NewClient(&redis.Options{Addr: sn.CurrentMaster()})
+	defer newMaster.Close()
+	hatest.Eventually(t, 15*time.Second, "poller and workers subscribed on the new master", func() bool {
+		n, err := newMaster.PubSubNumSub(ctx, "sundial:poller:wake", "sundial:cancel").Result()
+		return err == nil && n["sundial:poller:wake"] >= 1 && n["sundial:cancel"] >= int64(len(s.workers))
+	})
+
 	// A job submitted now, with the load gone, is picked up at once: the
 	// workers' blocking waits follow the new master.
 	probeStart := time.Now()
@@ -75,7 +85,6 @@ func TestSentinelFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
-	ctx := context.Background()
 	mon := history.NewMonitor(queue.New(rdb, queue.Options{}), history.MonitorConfig{})
 	hatest.Eventually(t, 60*time.Second, "the history writer catches up", func() bool {
 		b, err := mon.Measure(ctx)
@@ -100,7 +109,7 @@ func TestSentinelFailover(t *testing.T) {
 	if missing > 0 {
 		t.Errorf("%d jobs acknowledged after the failover are not succeeded in the history", missing)
 	}
-	role, _ := redis.NewClient(&redis.Options{Addr: sn.CurrentMaster()}).Info(ctx, "replication").Result()
+	role, _ := newMaster.Info(ctx, "replication").Result()
 	t.Logf("%d jobs acknowledged, all succeeded; master killed, replica promoted after %v; probe job done in %v; new master: %s",
 		len(l.snapshot()), promoted.Round(time.Millisecond), probe.Round(time.Millisecond), firstLine(role, "connected_slaves"))
 	s.alive()
