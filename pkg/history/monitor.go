@@ -194,10 +194,12 @@ func (m *Monitor) Measure(ctx context.Context) (Backlog, error) {
 			}
 			if g.Name == m.cfg.Group {
 				ours = true
-				if g.Pending == 0 && g.Lag != 0 {
-					p.next = pipe.XRangeN(ctx, key, "("+g.LastDeliveredID, "+", 1)
-					n++
-				}
+				// The first undelivered entry: its absence proves that
+				// nothing waits undelivered, whatever the group's lag says
+				// (Redis' entries-read, and so its lag, can be off after a
+				// restart from the AOF or a take-over with XAUTOCLAIM).
+				p.next = pipe.XRangeN(ctx, key, "("+g.LastDeliveredID, "+", 1)
+				n++
 			}
 		}
 		if !ours && lens[i].Val() > 0 {
@@ -241,6 +243,12 @@ func (m *Monitor) Measure(ctx context.Context) (Backlog, error) {
 			undelivered := g.Lag
 			if undelivered < 0 { // Redis cannot tell: bound it by the length
 				undelivered = max(lens[i].Val()-g.Pending, 0)
+			}
+			undelivered = min(undelivered, lens[i].Val())
+			if p.next != nil {
+				if msgs, err := p.next.Result(); err == nil && len(msgs) == 0 {
+					undelivered = 0
+				}
 			}
 			qb.Events = g.Pending + undelivered
 			if pc := p.pending[g.Name]; pc != nil && pc.Err() == nil {
