@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,12 +21,14 @@ var ErrNotReplicated = errors.New("write not acknowledged by enough Redis replic
 // have every write of its own connection) for Options.WaitReplicas replicas.
 func (c *Client) runReplicated(ctx context.Context, s *redis.Script, k *queueKeys, now time.Time, args ...any) ([]string, error) {
 	// A refused script wrote nothing: MOVED, ASK and TRYAGAIN (a shard
-	// failed over, a slot is moving) are retried on the slot's new master.
+	// failed over, a slot is moving) and a refused connection (a dead
+	// master still in the slot map) are retried on the slot's master, once
+	// the cluster client reloaded its map.
 	deadline := time.Now().Add(c.opts.WaitTimeout)
 	for attempt := 1; ; attempt++ {
 		res, err := c.runAndWait(ctx, s, k, now, args)
 		cc, cluster := c.rdb.(*redis.ClusterClient)
-		if err == nil || !cluster || !isRedirect(err) || time.Now().After(deadline) {
+		if err == nil || !cluster || !(isRedirect(err) || errors.Is(err, syscall.ECONNREFUSED)) || time.Now().After(deadline) {
 			return res, err
 		}
 		cc.ReloadState(ctx)
