@@ -536,15 +536,23 @@ func account(t *testing.T, s *stack, l *ledger) *report {
 		final[j.ID] = live
 	}
 	waitHistory(t, mon)
+	// Every recorded event, read once per queue in stream order.
+	recorded := map[string][]job.Event{}
+	for _, qn := range []string{soakQueue, schedQueue} {
+		err := store.EachEvent(ctx, qn, func(e job.Event) error {
+			recorded[e.JobID] = append(recorded[e.JobID], e)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("read the history of %s: %v", qn, err)
+		}
+	}
 	for _, tj := range jobs {
 		j := final[tj.id]
 		if j == nil {
 			continue
 		}
-		evs, err := store.Events(ctx, tj.id)
-		if err != nil {
-			t.Fatalf("events of %s: %v", tj.id, err)
-		}
+		evs := recorded[tj.id]
 		if problem := rep.checkEvents(j, evs); problem != "" {
 			rep.badHistory++
 			t.Errorf("job %s (%s): history %s: %s", tj.id, tj.kind, eventList(evs), problem)

@@ -124,6 +124,30 @@ func (s *Store) Job(ctx context.Context, id string) (*job.Job, error) {
 	return d.job(), nil
 }
 
+// EachEvent calls fn with every recorded event of queue, in the order the
+// engine wrote them, with one query (for audits and tools, such as the
+// fault soak; the events' Type is left empty). It stops at fn's first
+// error and returns it.
+func (s *Store) EachEvent(ctx context.Context, queue string, fn func(job.Event) error) error {
+	prefix := queue + "/"
+	cur, err := s.events.Find(ctx, bson.D{{Key: fID, Value: bson.D{{Key: "$gte", Value: prefix}, {Key: "$lt", Value: queue + "0"}}}},
+		options.Find().SetSort(bson.D{{Key: fID, Value: 1}}))
+	if err != nil {
+		return fmt.Errorf("history: events: %w", err)
+	}
+	defer cur.Close(ctx)
+	for cur.Next(ctx) {
+		var d eventDoc
+		if err := cur.Decode(&d); err != nil {
+			return fmt.Errorf("history: events: %w", err)
+		}
+		if err := fn(d.event("")); err != nil {
+			return err
+		}
+	}
+	return cur.Err()
+}
+
 // Events returns the recorded events of job id in the order the engine
 // wrote them, or ErrNotFound when there are none. Their type is the job
 // document's. The order is the stream's (the _id holds the queue and the
