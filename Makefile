@@ -1,7 +1,8 @@
 # Sundial — developer commands. `make test` is exactly what CI runs.
 SHELL := /bin/bash
 GO ?= go
-PKGS := ./...
+# Every package of the module but the Go code npm brings into web/node_modules.
+PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -v /node_modules/)
 
 .PHONY: test deps test-deploy test-web web lint bench run build clean
 
