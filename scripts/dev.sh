@@ -55,7 +55,9 @@ trap cleanup INT TERM EXIT
 
 start() { # stage (1, 2, 3 or redis), name, command…
   local stage=$1 name=$2; shift 2
-  "$@" >>"$state/logs/$name.log" 2>&1 &
+  # setsid: a terminal's Ctrl-C goes to this script only, which then stops
+  # the parts in order (a shared process group would stop them all at once).
+  setsid "$@" >>"$state/logs/$name.log" 2>&1 &
   pids+=($!)
   case $stage in
     1) stage1+=($!) ;; 2) stage2+=($!) ;; 3) stage3+=($!) ;; redis) redis_pid=$! ;;
