@@ -5,10 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -18,37 +15,14 @@ import (
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 )
 
-// needTool skips (or, under CI, fails) a test whose language runtime is missing.
-func needTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s not found on PATH", name)
-		}
-		t.Skipf("%s not found on PATH", name)
-	}
-	return p
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // The example workers of examples/ (Python with its standard library, Node
 // with fetch) run the built-in job types against the real API: every job
 // runs once and succeeds; a worker killed mid-job loses its lease and the
 // job is finished by the other.
 func TestExampleHTTPWorkers(t *testing.T) {
-	python, node := needTool(t, "python3"), needTool(t, "node")
+	python, node := proctest.NeedTool(t, "python3"), proctest.NeedTool(t, "node")
 	srv := queuetest.Start(t)
-	addr := freeAddr(t)
+	addr := proctest.FreeAddr(t)
 	env := serviceEnv(srv, "SUNDIAL_HISTORY=off", "SUNDIAL_HTTP_ADDR="+addr, "SUNDIAL_API_KEYS=producer:submit,w0rker:work")
 	proctest.Start(t, proctest.Binary(t, "api"), env...)
 	proctest.Start(t, proctest.Binary(t, "poller"), env...)

@@ -36,7 +36,7 @@ func TestClusterFailoverAndMigration(t *testing.T) {
 	phase("binaries up")
 	// Schedules on every shard.
 	for i, on := range shards {
-		code, b, err := s.call("PUT", fmt.Sprintf("/v1/schedules/tick-%d", i), map[string]any{
+		code, b, err := s.Call("PUT", fmt.Sprintf("/v1/schedules/tick-%d", i), map[string]any{
 			"every_seconds": 1, "job": map[string]any{"queue": on[0], "type": "sundial.echo"},
 		}, 10*time.Second)
 		if err != nil || code != http.StatusCreated {
@@ -53,7 +53,7 @@ func TestClusterFailoverAndMigration(t *testing.T) {
 	phase("steady load")
 	// The registry spans the shards.
 	names := func(path, list, field string) []string {
-		code, b, err := s.call("GET", path, nil, 10*time.Second)
+		code, b, err := s.Call("GET", path, nil, 10*time.Second)
 		if err != nil || code != http.StatusOK {
 			t.Fatalf("GET %s: %d %s %v", path, code, b, err)
 		}
@@ -85,7 +85,7 @@ func TestClusterFailoverAndMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, b, err := s.call("POST", "/v1/jobs", map[string]any{
+	code, b, err := s.Call("POST", "/v1/jobs", map[string]any{
 		"queue": shards[1][0], "type": "sundial.echo", "depends_on": []string{parent},
 	}, 10*time.Second)
 	if err != nil || code != http.StatusBadRequest || !strings.Contains(string(b), "not found in this queue") {

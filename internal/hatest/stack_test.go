@@ -1,11 +1,8 @@
 package hatest_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -28,21 +25,12 @@ func TestMain(m *testing.M) {
 
 // stack is Sundial's binaries as processes over one Redis deployment.
 type stack struct {
-	t       *testing.T
-	url     string // the API
-	api     *proctest.Proc
-	poller  *proctest.Proc
-	workers []*proctest.Proc
-	http    *http.Client
-}
-
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	t             *testing.T
+	*proctest.API // the API process's client: s.Call
+	url           string
+	api           *proctest.Proc
+	poller        *proctest.Proc
+	workers       []*proctest.Proc
 }
 
 // startStack runs one API, one poller and n workers serving queues, with
@@ -61,15 +49,15 @@ func startStack(t *testing.T, redisURL string, queues []string, workers int, env
 		"SUNDIAL_CONCURRENCY=20",
 	}, env...)
 	with := func(extra ...string) []string { return append(slices.Clone(common), extra...) }
-	addr := freeAddr(t)
-	s := &stack{t: t, url: "http://" + addr, http: &http.Client{Timeout: 5 * time.Second}}
+	addr := proctest.FreeAddr(t)
+	s := &stack{t: t, url: "http://" + addr, API: &proctest.API{URLs: []string{"http://" + addr}, HTTP: &http.Client{Timeout: 5 * time.Second}}}
 	s.api = proctest.Start(t, proctest.Binary(t, "api"), with("SUNDIAL_HTTP_ADDR="+addr)...)
 	s.poller = proctest.Start(t, proctest.Binary(t, "poller"), with()...)
 	for i := range workers {
 		s.workers = append(s.workers, proctest.Start(t, proctest.Binary(t, "worker"), with(fmt.Sprintf("SUNDIAL_WORKER_ID=ha-worker-%d", i))...))
 	}
 	hatest.Eventually(t, 60*time.Second, "the API ready", func() bool {
-		res, err := s.http.Get(s.url + "/readyz")
+		res, err := s.HTTP.Get(s.url + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -90,35 +78,6 @@ func (s *stack) alive() {
 		default:
 		}
 	}
-}
-
-// call sends one request; a transport error or a 503 is retried until
-// deadline. It returns the status and the body.
-func (s *stack) call(method, path string, body any, deadline time.Duration) (int, []byte, error) {
-	var payload []byte
-	if body != nil {
-		payload, _ = json.Marshal(body)
-	}
-	end := time.Now().Add(deadline)
-	var last error
-	for time.Now().Before(end) {
-		req, _ := http.NewRequest(method, s.url+path, bytes.NewReader(payload))
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		res, err := s.http.Do(req)
-		if err == nil {
-			b, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			if res.StatusCode != http.StatusServiceUnavailable {
-				return res.StatusCode, b, nil
-			}
-			err = fmt.Errorf("503: %s", b)
-		}
-		last = err
-		time.Sleep(20 * time.Millisecond) // back off between retries of a failed request
-	}
-	return 0, nil, fmt.Errorf("%s %s: no answer before the deadline: %v", method, path, last)
 }
 
 // ledger is every acknowledged (201) job and when it was acknowledged.
@@ -162,7 +121,7 @@ func (s *stack) submit(queue, key string, spec map[string]any, l *ledger) (strin
 	for k, v := range spec {
 		body[k] = v
 	}
-	code, b, err := s.call("POST", "/v1/jobs", body, 30*time.Second)
+	code, b, err := s.Call("POST", "/v1/jobs", body, 30*time.Second)
 	if err != nil {
 		return "", err
 	}
@@ -206,7 +165,7 @@ func (s *stack) load(queues []string, interval time.Duration, l *ledger, stop <-
 
 // state returns a job's state through the API ("" when not found).
 func (s *stack) state(id string) job.State {
-	code, b, err := s.call("GET", "/v1/jobs/"+id, nil, 10*time.Second)
+	code, b, err := s.Call("GET", "/v1/jobs/"+id, nil, 10*time.Second)
 	if err != nil || code != http.StatusOK {
 		return ""
 	}

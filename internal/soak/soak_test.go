@@ -11,13 +11,10 @@
 package soak
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -121,30 +118,21 @@ func loadSettings(t *testing.T) settings {
 
 // stack is the system under test.
 type stack struct {
-	redis   *queuetest.Server
-	mongo   *mongotest.Server
-	apis    []*proctest.Proc
-	urls    []string
-	workers []*proctest.Proc
-	pollers []*proctest.Proc
-	db      string // the history's MongoDB database
-	http    *http.Client
-}
-
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	redis         *queuetest.Server
+	mongo         *mongotest.Server
+	apis          []*proctest.Proc
+	*proctest.API // the APIs' client: s.Call
+	workers       []*proctest.Proc
+	pollers       []*proctest.Proc
+	db            string // the history's MongoDB database
+	http          *http.Client
 }
 
 func startStack(t *testing.T) *stack {
 	s := &stack{
 		redis: queuetest.StartWith(t, "--appendfsync", "always"),
 		mongo: mongotest.NewServer(t),
-		http:  &http.Client{Timeout: 5 * time.Second},
+		API:   &proctest.API{HTTP: &http.Client{Timeout: 5 * time.Second}},
 		db:    mongotest.DBName(t),
 	}
 	common := []string{
@@ -163,15 +151,15 @@ func startStack(t *testing.T) *stack {
 	}
 	env := func(extra ...string) []string { return append(slices.Clone(common), extra...) }
 	for i := 0; i < 2; i++ {
-		addr := freeAddr(t)
+		addr := proctest.FreeAddr(t)
 		s.apis = append(s.apis, proctest.Start(t, proctest.Binary(t, "api"), env("SUNDIAL_HTTP_ADDR="+addr)...))
-		s.urls = append(s.urls, "http://"+addr)
+		s.URLs = append(s.URLs, "http://"+addr)
 		s.pollers = append(s.pollers, proctest.Start(t, proctest.Binary(t, "poller"), env()...))
 		s.workers = append(s.workers, proctest.Start(t, proctest.Binary(t, "worker"), env(fmt.Sprintf("SUNDIAL_WORKER_ID=soak-worker-%d", i))...))
 	}
-	for _, u := range s.urls {
+	for _, u := range s.URLs {
 		queuetest.Eventually(t, 30*time.Second, "the API at "+u, func() bool {
-			res, err := s.http.Get(u + "/readyz")
+			res, err := s.HTTP.Get(u + "/readyz")
 			if err != nil {
 				return false
 			}
@@ -180,36 +168,6 @@ func startStack(t *testing.T) *stack {
 		})
 	}
 	return s
-}
-
-// call sends one request to one of the APIs, trying the others and again
-// until one answers something else than a transport error or 503, or the
-// deadline passes. It returns the status and the body.
-func (s *stack) call(method, path string, body any, deadline time.Duration) (int, []byte, error) {
-	var payload []byte
-	if body != nil {
-		payload, _ = json.Marshal(body)
-	}
-	end := time.Now().Add(deadline)
-	var lastErr error
-	for i := 0; time.Now().Before(end); i++ {
-		req, _ := http.NewRequest(method, s.urls[i%len(s.urls)]+path, bytes.NewReader(payload))
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		res, err := s.http.Do(req)
-		if err == nil {
-			b, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			if res.StatusCode != http.StatusServiceUnavailable {
-				return res.StatusCode, b, nil
-			}
-			err = fmt.Errorf("503: %s", b)
-		}
-		lastErr = err
-		time.Sleep(time.Duration(20*min(i+1, 10)) * time.Millisecond)
-	}
-	return 0, nil, fmt.Errorf("%s %s: no answer before the deadline: %v", method, path, lastErr)
 }
 
 // tracked is an acknowledged job and the final state it must reach.
@@ -241,7 +199,7 @@ func (s *stack) submit(t *testing.T, r *rand.Rand, k kind, seq string, l *ledger
 	}
 	var ids []string
 	if len(specs) == 1 {
-		code, b, err := s.call("POST", "/v1/jobs", specs[0], 60*time.Second)
+		code, b, err := s.Call("POST", "/v1/jobs", specs[0], 60*time.Second)
 		if err != nil {
 			return nil, err
 		}
@@ -251,7 +209,7 @@ func (s *stack) submit(t *testing.T, r *rand.Rand, k kind, seq string, l *ledger
 		}
 		ids = []string{j.ID}
 	} else {
-		code, b, err := s.call("POST", "/v1/jobs/batch", map[string]any{"jobs": specs}, 60*time.Second)
+		code, b, err := s.Call("POST", "/v1/jobs/batch", map[string]any{"jobs": specs}, 60*time.Second)
 		if err != nil {
 			return nil, err
 		}
@@ -267,12 +225,12 @@ func (s *stack) submit(t *testing.T, r *rand.Rand, k kind, seq string, l *ledger
 		l.add(tracked{id: id, kind: k.name, final: k.final})
 	}
 	if k.final == job.Cancelled {
-		code, b, err := s.call("POST", "/v1/jobs/"+ids[0]+"/cancel", map[string]any{}, 60*time.Second)
+		code, b, err := s.Call("POST", "/v1/jobs/"+ids[0]+"/cancel", map[string]any{}, 60*time.Second)
 		if err == nil && code == http.StatusConflict {
 			// A retried cancel whose first answer was lost (an API killed
 			// after the script ran) finds the job cancelled already.
 			var j job.Job
-			code2, b2, err2 := s.call("GET", "/v1/jobs/"+ids[0], nil, 60*time.Second)
+			code2, b2, err2 := s.Call("GET", "/v1/jobs/"+ids[0], nil, 60*time.Second)
 			if err2 == nil && code2 == http.StatusOK && json.Unmarshal(b2, &j) == nil && j.State == job.Cancelled {
 				code = http.StatusOK
 			}
@@ -344,7 +302,7 @@ func (s *stack) probe(t *testing.T, r *rand.Rand, seq string, l *ledger) time.Du
 		return -1
 	}
 	for time.Since(begin) < 2*time.Minute {
-		code, b, err := s.call("GET", "/v1/jobs/"+ids[0], nil, 30*time.Second)
+		code, b, err := s.Call("GET", "/v1/jobs/"+ids[0], nil, 30*time.Second)
 		var j job.Job
 		if err == nil && code == http.StatusOK && json.Unmarshal(b, &j) == nil && j.State == job.Succeeded {
 			return time.Since(begin)
@@ -370,7 +328,7 @@ func TestSoak(t *testing.T) {
 	l := &ledger{}
 
 	// A schedule fires a job every second into its own queue throughout.
-	code, b, err := s.call("PUT", "/v1/schedules/soak-tick", map[string]any{
+	code, b, err := s.Call("PUT", "/v1/schedules/soak-tick", map[string]any{
 		"every_seconds": 1, "job": map[string]any{"queue": schedQueue, "type": "sundial.echo", "max_attempts": 25},
 	}, 30*time.Second)
 	if err != nil || code != http.StatusCreated {
@@ -431,7 +389,7 @@ func TestSoak(t *testing.T) {
 		t.Errorf("submit %v was never acknowledged: %v", k, v)
 		return true
 	})
-	if _, _, err := s.call("PATCH", "/v1/schedules/soak-tick", map[string]any{"enabled": false}, 30*time.Second); err != nil {
+	if _, _, err := s.Call("PATCH", "/v1/schedules/soak-tick", map[string]any{"enabled": false}, 30*time.Second); err != nil {
 		t.Errorf("disable schedule: %v", err)
 	}
 
