@@ -47,7 +47,7 @@ func StartClusterReplicas(t testing.TB, replicas int) *Cluster {
 	for range 3 * (1 + replicas) {
 		c.Nodes = append(c.Nodes, queuetest.StartWith(t,
 			// The bus port on a free port of its own, not port+10000.
-			"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(freePort(t)),
+			"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(queuetest.FreePort(t)),
 			"--cluster-node-timeout", "1000",
 			// The other shards serve while one shard fails over.
 			"--cluster-require-full-coverage", "no",
@@ -201,7 +201,7 @@ func StartSentinel(t testing.TB) *Sentinel {
 	}
 	for range 3 {
 		dir := t.TempDir()
-		p := freePort(t)
+		p := queuetest.FreePort(t)
 		conf := filepath.Join(dir, "sentinel.conf")
 		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n"+
 			"sentinel monitor %s %s %s 2\n"+
@@ -298,16 +298,6 @@ func need(t testing.TB, bins ...string) {
 			t.Skipf("%s not found on PATH; install redis-server, redis-tools and redis-sentinel", b)
 		}
 	}
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // Eventually polls cond until it holds or timeout passes, then fails t.

@@ -46,7 +46,7 @@ func StartWith(t testing.TB, args ...string) *Server {
 		}
 		t.Skip("redis-server not found on PATH; install redis-server to run this test")
 	}
-	s := &Server{t: t, dir: t.TempDir(), port: freePort(t), args: args}
+	s := &Server{t: t, dir: t.TempDir(), port: FreePort(t), args: args}
 	s.start()
 	t.Cleanup(s.Kill)
 	return s
@@ -134,8 +134,8 @@ func (s *Server) Restart() {
 	s.start()
 }
 
-// freePort asks the kernel for a free loopback TCP port.
-func freePort(t testing.TB) int {
+// FreePort asks the kernel for a free loopback TCP port.
+func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
