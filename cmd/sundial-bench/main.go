@@ -350,10 +350,11 @@ func benchDue(ctx context.Context, rdb *redis.Client, o options) {
 			break
 		}
 		for _, x := range xs {
-			if x.Values["event"] == "queued" {
-				var ms int64
-				fmt.Sscan(x.Values["at"].(string), &ms)
-				promoteLate = append(promoteLate, time.UnixMilli(ms).Sub(runAt[x.Values["job_id"].(string)]))
+			evs, _ := queue.ParseEvents(q, x)
+			for _, ev := range evs {
+				if ev.Event == job.EventQueued {
+					promoteLate = append(promoteLate, ev.At.Sub(runAt[ev.JobID]))
+				}
 			}
 		}
 		if len(xs) < 10000 {

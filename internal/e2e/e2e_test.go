@@ -70,11 +70,16 @@ func eventCounts(t *testing.T, rdb *redis.Client, queueName string) map[string]m
 		t.Fatal(err)
 	}
 	for _, x := range xs {
-		id, ev := x.Values["job_id"].(string), x.Values["event"].(string)
-		if out[id] == nil {
-			out[id] = map[string]int{}
+		evs, err := queue.ParseEvents(queueName, x)
+		if err != nil {
+			t.Fatal(err)
 		}
-		out[id][ev]++
+		for _, e := range evs {
+			if out[e.JobID] == nil {
+				out[e.JobID] = map[string]int{}
+			}
+			out[e.JobID][string(e.Event)]++
+		}
 	}
 	return out
 }

@@ -116,7 +116,9 @@ func observe(tails map[string]*tail, evs []*streamEvent, claimed bool, batchSize
 		if e.At.After(t.newest) {
 			t.newest = e.At
 		}
-		counts[e.stream]++
+		if e.index == 0 {
+			counts[e.stream]++ // entries, as a read's Count
+		}
 	}
 	if claimed {
 		for key := range counts {
@@ -171,12 +173,17 @@ func (w *Writer) waitForQueues(ctx context.Context) {
 // leave reading, so that a take-over happens.
 func (w *Writer) keepOwned(evs []*streamEvent, reading map[string]bool) []*streamEvent {
 	out := evs[:0]
+	lost := false
 	for _, e := range evs {
 		if w.own.owns(e.Queue) {
 			out = append(out, e)
 		} else {
 			delete(reading, e.Queue)
+			lost = true
 		}
+	}
+	if lost {
+		w.forgetPartial(w.own.owns)
 	}
 	return out
 }
@@ -305,13 +312,13 @@ func (w *Writer) readCluster(ctx context.Context, queues []string, block time.Du
 func (w *Writer) parse(ctx context.Context, key, q string, msgs []redis.XMessage) []*streamEvent {
 	out := make([]*streamEvent, 0, len(msgs))
 	for _, m := range msgs {
-		e, err := parseEntry(key, q, m)
+		evs, err := parseEntry(key, q, m)
 		if err != nil {
 			w.log.Error("history: skipping malformed stream entry", "queue", q, "entry", m.ID, "err", err)
 			w.rdb.XAck(ctx, key, w.cfg.Group, m.ID)
 			continue
 		}
-		out = append(out, e)
+		out = append(out, evs...)
 	}
 	return out
 }

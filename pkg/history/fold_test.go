@@ -50,15 +50,45 @@ func TestParseEntry(t *testing.T) {
 		"job_id": "j", "queue": "q", "type": "t", "event": "failed", "state": "scheduled",
 		"attempt": "2", "worker_id": "w", "error": "boom", "at": "1700000000123",
 	}}
-	e, err := parseEntry("k", "q", m)
-	if err != nil {
-		t.Fatal(err)
+	evs, err := parseEntry("k", "q", m)
+	if err != nil || len(evs) != 1 {
+		t.Fatal(evs, err)
+	}
+	e := evs[0]
+	if e.entry != m.ID || e.parts != 1 || e.version != "001700000000000-00000000000000000001" {
+		t.Fatalf("placed %+v", e)
 	}
 	if e.JobID != "j" || e.Event.Event != job.EventFailed || e.State != job.Scheduled || e.Attempt != 2 ||
 		e.WorkerID != "w" || e.Error != "boom" || e.At.UnixMilli() != 1700000000123 || e.ID != m.ID {
 		t.Fatalf("parsed %+v", e)
 	}
-	for _, bad := range []map[string]any{{"queue": "q"}, {"job_id": "j", "event": "started", "attempt": "x"}} {
+	// A batch entry: one event per job, in order, each with its own id and version.
+	batch := redis.XMessage{ID: "1700000000000-2", Values: map[string]any{
+		"jobs": "a t1 1,b t2 3", "queue": "q", "event": "started", "state": "active",
+		"worker_id": "w", "error": "", "at": "1700000000123",
+	}}
+	evs, err = parseEntry("k", "q", batch)
+	if err != nil || len(evs) != 2 {
+		t.Fatal(evs, err)
+	}
+	for i, want := range []struct {
+		id, job, typ string
+		attempt      int
+	}{{"1700000000000-2.0", "a", "t1", 1}, {"1700000000000-2.1", "b", "t2", 3}} {
+		e := evs[i]
+		if e.ID != want.id || e.JobID != want.job || e.Type != want.typ || e.Attempt != want.attempt ||
+			e.Event.Event != job.EventStarted || e.WorkerID != "w" || e.entry != batch.ID || e.index != i || e.parts != 2 {
+			t.Fatalf("batch event %d = %+v", i, e)
+		}
+		if got := entryID(strings.SplitN(eventDocID("q", e.version), "/", 2)[1]); got != want.id {
+			t.Fatalf("stored event %d reads back as id %q, want %q", i, got, want.id)
+		}
+	}
+	if !(evs[0].version < evs[1].version && evs[1].version < "001700000000000-00000000000000000003") {
+		t.Fatalf("versions out of stream order: %s, %s", evs[0].version, evs[1].version)
+	}
+	for _, bad := range []map[string]any{{"queue": "q"}, {"job_id": "j", "event": "started", "attempt": "x"},
+		{"jobs": "a t1", "event": "started"}, {"jobs": "a t1 x", "event": "started"}, {"jobs": "a t1 1,", "event": "started"}} {
 		if _, err := parseEntry("k", "q", redis.XMessage{ID: "1-1", Values: bad}); err == nil {
 			t.Fatalf("accepted %v", bad)
 		}

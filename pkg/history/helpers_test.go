@@ -139,11 +139,13 @@ func (e *env) entries(q string) []*streamEvent {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	out := make([]*streamEvent, len(msgs))
-	for i, m := range msgs {
-		if out[i], err = parseEntry(key, q, m); err != nil {
+	var out []*streamEvent
+	for _, m := range msgs {
+		evs, err := parseEntry(key, q, m)
+		if err != nil {
 			e.t.Fatal(err)
 		}
+		out = append(out, evs...)
 	}
 	return out
 }

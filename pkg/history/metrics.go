@@ -6,7 +6,7 @@ import (
 
 var (
 	backlogDesc = prometheus.NewDesc("sundial_history_backlog_events",
-		"Events in the queue's Redis stream not yet recorded in MongoDB (pending plus undelivered).",
+		"Entries of the queue's Redis event stream not yet recorded in MongoDB (pending plus undelivered); an entry holds one event, or one transition of several jobs made by one engine call.",
 		[]string{"queue"}, nil)
 	lagDesc = prometheus.NewDesc("sundial_history_lag_seconds",
 		"Age of the queue's oldest event not yet recorded in MongoDB (0 when none waits).",

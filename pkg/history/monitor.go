@@ -17,8 +17,10 @@ const DefaultGroup = "sundial-history"
 // QueueBacklog is the part of one queue's event stream not yet recorded.
 type QueueBacklog struct {
 	Queue string `json:"queue"`
-	// Events is how many events wait: delivered to a writer but not yet
-	// acknowledged, plus not yet delivered.
+	// Events is how many stream entries wait: delivered to a writer but
+	// not yet acknowledged, plus not yet delivered. An entry holds one
+	// event, or the same transition of several jobs made by one engine
+	// call (a claimed batch, say).
 	Events int64 `json:"events"`
 	// Lag is the age of the oldest waiting event (0 when none waits).
 	Lag time.Duration `json:"lag_ns"`

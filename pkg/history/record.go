@@ -101,14 +101,33 @@ func (w *Writer) record(ctx context.Context, events []*streamEvent, groups []*jo
 	return nil
 }
 
-// ack acknowledges recorded events, one pipelined XACK per stream.
+// ack acknowledges the stream entries whose events are all recorded, one
+// pipelined XACK per stream. An entry holding several jobs' events (a
+// batch entry) stays pending until the last of them is recorded — some may
+// be held back (see Hold) — so a writer that dies in between leaves it to
+// the next one, which records the rest (and skips the duplicates).
 func (w *Writer) ack(ctx context.Context, events []*streamEvent) error {
 	if len(events) == 0 {
 		return nil
 	}
 	ids := map[string][]string{}
+	var complete []string
 	for _, e := range events {
-		ids[e.stream] = append(ids[e.stream], e.ID)
+		if e.parts > 1 {
+			k := e.stream + "\x00" + e.entry
+			p := w.partial[k]
+			if p == nil {
+				p = &partialEntry{queue: e.Queue, recorded: map[int]bool{}}
+				w.partial[k] = p
+			}
+			p.recorded[e.index] = true
+			if len(p.recorded) < e.parts || p.acking {
+				continue
+			}
+			p.acking = true
+			complete = append(complete, k)
+		}
+		ids[e.stream] = append(ids[e.stream], e.entry)
 	}
 	pipe := w.rdb.Pipeline()
 	for key, list := range ids {
@@ -118,5 +137,29 @@ func (w *Writer) ack(ctx context.Context, events []*streamEvent) error {
 	if err == redis.Nil {
 		err = nil
 	}
+	for _, k := range complete {
+		if err == nil {
+			delete(w.partial, k)
+		} else {
+			w.partial[k].acking = false // the retry acknowledges it
+		}
+	}
 	return err
+}
+
+// partialEntry is a batch entry some of whose events are recorded.
+type partialEntry struct {
+	queue    string
+	recorded map[int]bool // indexes of the recorded events
+	acking   bool         // complete: in the XACK under way
+}
+
+// forgetPartial drops what ack knows of the entries of queues the writer
+// no longer owns: their next owner records and acknowledges them.
+func (w *Writer) forgetPartial(owns func(queue string) bool) {
+	for k, p := range w.partial {
+		if !owns(p.queue) {
+			delete(w.partial, k)
+		}
+	}
 }

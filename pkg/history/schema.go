@@ -17,10 +17,12 @@ const (
 	EventsCollection = "events"
 )
 
-// version is the position of a stream entry as a string that sorts like
-// the entry id: "<ms:15 digits>-<seq:20 digits>". A job's events all live in
-// its queue's stream, so their versions order them exactly, and a job
-// document records the version of the last event folded into it.
+// version is the position of an event in its queue's stream as a string
+// that sorts like the stream: "<ms:15 digits>-<seq:20 digits>" for an
+// entry with one event, followed by ".<index:6 digits>" for an event of a
+// batch entry. A job's events all live in its queue's stream, so their
+// versions order them exactly, and a job document records the version of
+// the last event folded into it.
 type version string
 
 // parseVersion turns a stream entry id "1712345678901-3" into a version.
@@ -33,6 +35,9 @@ func parseVersion(id string) (version, error) {
 	}
 	return version(fmt.Sprintf("%015d-%020d", ms, seq)), nil
 }
+
+// at returns the version of the event at index i of the entry at v.
+func (v version) at(i int) version { return version(fmt.Sprintf("%s.%06d", v, i)) }
 
 // eventDocID is an event's deterministic _id: its queue and stream
 // position, so that writing the same entry twice is a duplicate-key no-op.
@@ -74,15 +79,25 @@ func (d *eventDoc) event(jobType string) job.Event {
 	}
 }
 
-// entryID turns a version back into the stream entry id it came from.
+// entryID turns a version back into the event id the stream gave it:
+// the entry id, with ".<index>" for an event of a batch entry.
 func entryID(v string) string {
+	v, idx, batched := strings.Cut(v, ".")
 	msPart, seqPart, ok := strings.Cut(v, "-")
 	ms, err1 := strconv.ParseUint(msPart, 10, 64)
 	seq, err2 := strconv.ParseUint(seqPart, 10, 64)
 	if !ok || err1 != nil || err2 != nil {
 		return v
 	}
-	return strconv.FormatUint(ms, 10) + "-" + strconv.FormatUint(seq, 10)
+	id := strconv.FormatUint(ms, 10) + "-" + strconv.FormatUint(seq, 10)
+	if batched {
+		n, err := strconv.Atoi(idx)
+		if err != nil {
+			return v
+		}
+		id += "." + strconv.Itoa(n)
+	}
+	return id
 }
 
 // Field names of a job document. The document carries the job fields of

@@ -9,26 +9,37 @@ import (
 	"github.com/sundialhq/sundial/pkg/queue"
 )
 
-// streamEvent is one entry of a queue's event stream: the event, and where
-// it sits in the stream.
+// streamEvent is one event of a queue's event stream, and where it sits
+// in the stream: a stream entry holds one event, or the events of several
+// jobs (a batch entry, see queue.ParseEvents).
 type streamEvent struct {
 	job.Event
 	stream  string  // the stream key it was read from
+	entry   string  // the stream entry it came from (what XACK takes)
+	index   int     // its place in the entry
+	parts   int     // how many events the entry holds
 	version version // its position, comparable across the stream
 }
 
-// parseEntry decodes a stream entry (queue.ParseEvent) and places it in
-// its stream.
-func parseEntry(stream, q string, m redis.XMessage) (*streamEvent, error) {
+// parseEntry decodes a stream entry (queue.ParseEvents) into its events,
+// each placed in its stream.
+func parseEntry(stream, q string, m redis.XMessage) ([]*streamEvent, error) {
 	v, err := parseVersion(m.ID)
 	if err != nil {
 		return nil, err
 	}
-	e, err := queue.ParseEvent(q, m)
+	evs, err := queue.ParseEvents(q, m)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", stream, err)
 	}
-	return &streamEvent{Event: e, stream: stream, version: v}, nil
+	out := make([]*streamEvent, len(evs))
+	for i, e := range evs {
+		out[i] = &streamEvent{Event: e, stream: stream, entry: m.ID, index: i, parts: len(evs), version: v}
+		if len(evs) > 1 {
+			out[i].version = v.at(i)
+		}
+	}
+	return out, nil
 }
 
 // entryMillis returns the millisecond part of a stream entry id (0 when it

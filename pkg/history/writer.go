@@ -119,7 +119,8 @@ type Writer struct {
 	own     *ownership
 	mon     *Monitor
 	metrics *writerMetrics
-	changed chan struct{} // the owned queues changed
+	changed chan struct{}            // the owned queues changed
+	partial map[string]*partialEntry // batch entries not yet wholly recorded (see ack)
 }
 
 // NewWriter returns a Writer from q's queues into store.
@@ -128,7 +129,7 @@ func NewWriter(q *queue.Client, store *Store, cfg WriterConfig) *Writer {
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	w := &Writer{
-		q: q, rdb: q.Redis(), store: store, cfg: cfg,
+		q: q, rdb: q.Redis(), store: store, cfg: cfg, partial: map[string]*partialEntry{},
 		log:     cfg.Logger.With("consumer", cfg.Consumer),
 		own:     newOwnership(q.Redis(), cfg.Consumer+"/"+hex.EncodeToString(suffix[:]), cfg.OwnerTTL),
 		mon:     NewMonitor(q, cfg.Monitor),

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 )
@@ -82,3 +83,41 @@ func TestEveryEventInOrder(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A batch entry holds several jobs' events; the writer may record some now
+// and hold others back. The entry must stay pending until the last of its
+// events is recorded, or a writer dying in between would lose the rest.
+func TestABatchEntryIsAcknowledgedOnlyWhenWhollyRecorded(t *testing.T) {
+	e := newEnv(t)
+	const q = "partial"
+	e.submit(q, "t", 3) // one batch submit: one entry with three events
+	key := queue.EventStreamKey(q)
+	if err := e.rdb.XGroupCreateMkStream(e.ctx, key, DefaultGroup, "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.rdb.XReadGroup(e.ctx, &redis.XReadGroupArgs{Group: DefaultGroup, Consumer: "c", Streams: []string{key, ">"}, Block: -1}).Result()
+	if err != nil || len(res) != 1 || len(res[0].Messages) != 1 {
+		t.Fatalf("read %v, %v; want one entry", res, err)
+	}
+	evs, err := parseEntry(key, q, res[0].Messages[0])
+	if err != nil || len(evs) != 3 {
+		t.Fatalf("entry holds %d events, %v; want 3", len(evs), err)
+	}
+	w := NewWriter(e.q, e.store, testWriterConfig())
+	pending := func() int64 { return e.rdb.XPending(e.ctx, key, DefaultGroup).Val().Count }
+	for i, part := range [][]*streamEvent{{evs[0]}, {evs[2], evs[0]}, {evs[1]}} {
+		if err := w.ack(e.ctx, part); err != nil {
+			t.Fatal(err)
+		}
+		want := int64(1)
+		if i == 2 {
+			want = 0
+		}
+		if got := pending(); got != want {
+			t.Fatalf("after recording part %d: %d entries pending, want %d", i, got, want)
+		}
+	}
+	if len(w.partial) != 0 {
+		t.Fatalf("%d partial entries remembered after the last part", len(w.partial))
+	}
+}

@@ -246,17 +246,21 @@ func (e *streamEvent) message() []byte {
 	return b
 }
 
-// parseEvent reads a stream entry of queue with the engine's decoder.
-func parseEvent(queueName string, msg redis.XMessage) (*streamEvent, error) {
-	e, err := queue.ParseEvent(queueName, msg)
+// parseEvents reads a stream entry of queue with the engine's decoder.
+func parseEvents(queueName string, msg redis.XMessage) ([]*streamEvent, error) {
+	evs, err := queue.ParseEvents(queueName, msg)
 	if err != nil {
 		return nil, err
 	}
-	return &streamEvent{
-		ID: e.ID, JobID: e.JobID, Queue: e.Queue, Type: e.Type, Event: e.Event, State: e.State,
-		At: msTime(e.At), Attempt: e.Attempt, Error: e.Error, WorkerID: e.WorkerID,
-		Progress: e.Progress, Message: e.Message,
-	}, nil
+	out := make([]*streamEvent, len(evs))
+	for i, e := range evs {
+		out[i] = &streamEvent{
+			ID: e.ID, JobID: e.JobID, Queue: e.Queue, Type: e.Type, Event: e.Event, State: e.State,
+			At: msTime(e.At), Attempt: e.Attempt, Error: e.Error, WorkerID: e.WorkerID,
+			Progress: e.Progress, Message: e.Message,
+		}
+	}
+	return out, nil
 }
 
 // msTime is a time shown in RFC 3339 with milliseconds, in UTC: the one

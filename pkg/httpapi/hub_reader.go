@@ -112,7 +112,8 @@ func (h *hub) readOnce(ctx context.Context, cur *cursors, block time.Duration, b
 	for _, st := range res {
 		for _, msg := range st.Messages {
 			// Entries carry their queue; the engine writes no other kind.
-			if e, err := parseEvent("", msg); err == nil {
+			evs, _ := parseEvents("", msg)
+			for _, e := range evs {
 				h.publish(e)
 			}
 		}

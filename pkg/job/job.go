@@ -132,7 +132,7 @@ func (j *Job) Timeout() time.Duration { return time.Duration(j.TimeoutSeconds) *
 // Event is one transition of one job, as written to a queue's event stream
 // and, from there, to the history store and the live stream.
 type Event struct {
-	ID       string    `json:"id,omitempty"` // stream entry id, unique per queue
+	ID       string    `json:"id,omitempty"` // place in the stream: entry id, or "<entry id>.<i>" in a batch entry; unique per queue
 	JobID    string    `json:"job_id"`
 	Queue    string    `json:"queue"`
 	Type     string    `json:"type"`

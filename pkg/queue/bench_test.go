@@ -2,8 +2,12 @@ package queue_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
@@ -74,6 +78,7 @@ func BenchmarkClaimComplete50(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	cpu0, cmds0 := redisCost(b, c.Redis())
 	b.ResetTimer()
 	for done := 0; done < b.N; {
 		ls, err := c.Claim(ctx, "default", min(batch, b.N-done), "bench")
@@ -89,5 +94,31 @@ func BenchmarkClaimComplete50(b *testing.B) {
 		}
 		done += len(ls)
 	}
+	b.StopTimer()
+	cpu1, cmds1 := redisCost(b, c.Redis())
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	b.ReportMetric((cpu1-cpu0)*1e6/float64(b.N), "redis-µs/job")
+	b.ReportMetric(float64(cmds1-cmds0)/float64(b.N), "redis-cmds/job")
+}
+
+// redisCost returns the server's CPU seconds (user + sys) and the number
+// of commands it ran, scripts' commands included (INFO cpu, commandstats).
+func redisCost(b *testing.B, rdb redis.UniversalClient) (cpu float64, cmds int64) {
+	info, err := rdb.Info(context.Background(), "cpu", "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, _ := strings.Cut(line, ":")
+		switch {
+		case k == "used_cpu_user" || k == "used_cpu_sys":
+			f, _ := strconv.ParseFloat(v, 64)
+			cpu += f
+		case strings.HasPrefix(k, "cmdstat_") && k != "cmdstat_info":
+			calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+			n, _ := strconv.ParseInt(calls, 10, 64)
+			cmds += n
+		}
+	}
+	return cpu, cmds
 }

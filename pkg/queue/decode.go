@@ -68,11 +68,16 @@ func DecodeJob(h map[string]string) *job.Job {
 	return j
 }
 
-// ParseEvent decodes an entry of a queue's event stream (EventStreamKey).
-// queue names the stream's queue, in case the entry lacks it. An entry
-// without job id or event is an error; a missing time falls back on the
-// entry id's, which Redis took from its clock.
-func ParseEvent(queue string, m redis.XMessage) (job.Event, error) {
+// ParseEvents decodes an entry of a queue's event stream (EventStreamKey)
+// into its events. A plain entry holds one event (job_id, type, attempt);
+// a batch entry holds the events of several jobs that share event, state,
+// worker and error (field jobs: "id type attempt" per job, comma-separated;
+// see emit in lua/lib.lua). The event at index i of a batch entry has the
+// id "<entry id>.<i>"; a plain entry's event has the entry's id. queue names
+// the stream's queue, in case the entry lacks it. An entry without job or
+// event is an error; a missing time falls back on the entry id's, which
+// Redis took from its clock.
+func ParseEvents(queue string, m redis.XMessage) ([]job.Event, error) {
 	str := func(k string) string { s, _ := m.Values[k].(string); return s }
 	e := job.Event{
 		ID: m.ID, JobID: str("job_id"), Queue: str("queue"), Type: str("type"),
@@ -82,24 +87,49 @@ func ParseEvent(queue string, m redis.XMessage) (job.Event, error) {
 	if e.Queue == "" {
 		e.Queue = queue
 	}
-	if e.JobID == "" || e.Event == "" {
-		return e, fmt.Errorf("stream entry %s lacks job_id or event", m.ID)
-	}
-	if a := str("attempt"); a != "" {
-		n, err := strconv.Atoi(a)
-		if err != nil {
-			return e, fmt.Errorf("stream entry %s: bad attempt %q", m.ID, a)
-		}
-		e.Attempt = n
-	}
-	if p := str("progress"); p != "" {
-		n, _ := strconv.Atoi(p)
-		e.Progress, e.Message = &n, str("message")
-	}
 	ms, err := strconv.ParseInt(str("at"), 10, 64)
 	if err != nil {
 		ms, _ = strconv.ParseInt(strings.SplitN(m.ID, "-", 2)[0], 10, 64)
 	}
 	e.At = msTime(ms)
-	return e, nil
+	jobs := str("jobs")
+	if (e.JobID == "" && jobs == "") || e.Event == "" {
+		return nil, fmt.Errorf("stream entry %s lacks a job or the event", m.ID)
+	}
+	if jobs == "" {
+		if e.Attempt, err = parseAttempt(m.ID, str("attempt")); err != nil {
+			return nil, err
+		}
+		if p := str("progress"); p != "" {
+			n, _ := strconv.Atoi(p)
+			e.Progress, e.Message = &n, str("message")
+		}
+		return []job.Event{e}, nil
+	}
+	out := make([]job.Event, 0, strings.Count(jobs, ",")+1)
+	for i, rec := range strings.Split(jobs, ",") {
+		id, rest, ok1 := strings.Cut(rec, " ")
+		typ, attempt, ok2 := strings.Cut(rest, " ")
+		if !ok1 || !ok2 || id == "" {
+			return nil, fmt.Errorf("stream entry %s: bad job record %q", m.ID, rec)
+		}
+		ev := e
+		ev.ID, ev.JobID, ev.Type = m.ID+"."+strconv.Itoa(i), id, typ
+		if ev.Attempt, err = parseAttempt(m.ID, attempt); err != nil {
+			return nil, err
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+func parseAttempt(entry, a string) (int, error) {
+	if a == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(a)
+	if err != nil {
+		return 0, fmt.Errorf("stream entry %s: bad attempt %q", entry, a)
+	}
+	return n, nil
 }

@@ -145,7 +145,7 @@ func TestReclaimNeverRerunsAFinishedJob(t *testing.T) {
 		t.Fatal("stray lease entry left behind")
 	}
 	for _, ev := range e.events(t, "default") {
-		if ev["event"] == "lease_expired" {
+		if ev.Event == job.EventLeaseExpired {
 			t.Fatal("lease_expired recorded for a finished job")
 		}
 	}

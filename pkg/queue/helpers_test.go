@@ -85,15 +85,21 @@ func (e *env) complete(t *testing.T, queueName string, o ...queue.Outcome) []que
 	return st
 }
 
-func (e *env) events(t *testing.T, queueName string) []map[string]any {
+// events returns the events of queueName's stream, in order, decoded as
+// every reader decodes them (queue.ParseEvents).
+func (e *env) events(t *testing.T, queueName string) []job.Event {
 	t.Helper()
 	xs, err := e.q.Redis().XRange(e.ctx, queue.EventStreamKey(queueName), "-", "+").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := make([]map[string]any, len(xs))
-	for i, x := range xs {
-		out[i] = x.Values
+	var out []job.Event
+	for _, x := range xs {
+		evs, err := queue.ParseEvents(queueName, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, evs...)
 	}
 	return out
 }

@@ -18,7 +18,7 @@ const (
 // queueKeys are the keys of one queue, in the order every script receives
 // them as KEYS (see lua/lib.lua). Scripts build the per-job keys of the same
 // slot from the prefixes they get in ARGV: the job hash jobPrefix+id, and
-// tag+"lock:"+id (the lease lock), tag+"idem:"+key (idempotency),
+// tag+"idem:"+key (idempotency),
 // tag+"deps:"+id and tag+"dependents:"+id (dependency sets).
 type queueKeys struct {
 	name      string

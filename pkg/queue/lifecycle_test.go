@@ -26,8 +26,12 @@ func TestSubmitClaimComplete(t *testing.T) {
 	if got.WorkerID != "w1" || got.StartedAt == nil {
 		t.Fatalf("active job = %+v", got)
 	}
-	if lock, _ := e.q.Redis().Get(e.ctx, "sundial:{default}:lock:"+j.ID).Result(); lock != ls[0].Token {
-		t.Fatalf("lock = %q, want token %q", lock, ls[0].Token)
+	// The lease: the job's fencing token and its entry in the lease set.
+	if tok, _ := e.q.Redis().HGet(e.ctx, queue.JobKey("default", j.ID), "token").Result(); tok != ls[0].Token || tok == "" {
+		t.Fatalf("token = %q, want the lease's %q", tok, ls[0].Token)
+	}
+	if _, err := e.q.Redis().ZScore(e.ctx, queue.QueueKey("default", "leases"), j.ID).Result(); err != nil {
+		t.Fatalf("no lease entry: %v", err)
 	}
 
 	// A stale token is refused and changes nothing.
@@ -51,12 +55,12 @@ func TestSubmitClaimComplete(t *testing.T) {
 	if st[0] != queue.StatusStale {
 		t.Fatalf("second complete = %v", st)
 	}
-	if n, _ := e.q.Redis().Exists(e.ctx, "sundial:{default}:lock:"+j.ID).Result(); n != 0 {
-		t.Fatal("lock left behind after completion")
+	if n, _ := e.q.Redis().ZCard(e.ctx, queue.QueueKey("default", "leases")).Result(); n != 0 {
+		t.Fatal("lease entry left behind after completion")
 	}
 	var kinds []string
 	for _, ev := range e.events(t, "default") {
-		kinds = append(kinds, fmt.Sprint(ev["event"], "/", ev["state"], "/", ev["attempt"]))
+		kinds = append(kinds, fmt.Sprint(ev.Event, "/", ev.State, "/", ev.Attempt))
 	}
 	want := []string{"submitted/queued/0", "started/active/1", "succeeded/succeeded/1"}
 	if fmt.Sprint(kinds) != fmt.Sprint(want) {
@@ -308,7 +312,7 @@ func TestReclaimExpiredLease(t *testing.T) {
 	wantState(t, e.get(t, j.ID), job.Dead)
 	found := false
 	for _, ev := range e.events(t, "default") {
-		if ev["event"] == "lease_expired" {
+		if ev.Event == job.EventLeaseExpired {
 			found = true
 		}
 	}

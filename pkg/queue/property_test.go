@@ -192,10 +192,8 @@ func checkPlaces(t *testing.T, e *env, q string, m *model, step int, op string) 
 		if ps[0] != want {
 			t.Fatalf("step %d (%s): job %s in state %s is in %s, want %s", step, op, id, j.State, ps[0], want)
 		}
-		if j.State == job.Active {
-			if n, _ := rdb.Exists(ctx, queue.QueueKey(q, "lock:"+id)).Result(); n != 1 {
-				t.Fatalf("step %d (%s): active job %s has no lock", step, op, id)
-			}
+		if tok, _ := rdb.HGet(ctx, queue.JobKey(q, id), "token").Result(); (tok != "") != (j.State == job.Active) {
+			t.Fatalf("step %d (%s): job %s in state %s has fencing token %q", step, op, id, j.State, tok)
 		}
 	}
 	for id := range places {

@@ -10,7 +10,9 @@ import (
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-// scripts holds every transition script, each prefixed with lua/lib.lua.
+// scripts holds every transition script, each prefixed with lua/lib.lua
+// and run as a function, after which the events it emitted are written
+// (flush_events in lib.lua): an early return cannot skip them.
 type scripts struct {
 	submit, claim, extend, complete, reclaim, release, promote, cancel, retry, purge, prune, resume *redis.Script
 }
@@ -18,7 +20,8 @@ type scripts struct {
 func loadScripts() *scripts {
 	lib := mustRead("lib.lua")
 	mk := func(name string) *redis.Script {
-		return redis.NewScript(lib + "\n-- " + strings.Repeat("-", 60) + "\n" + mustRead(name))
+		return redis.NewScript(lib + "\n-- " + strings.Repeat("-", 60) + "\nlocal function main()\n" +
+			mustRead(name) + "\nend\nlocal out = main()\nflush_events()\nreturn out\n")
 	}
 	return &scripts{
 		submit:   mk("submit.lua"),

@@ -283,15 +283,21 @@ func TestStrictPriorityAcrossWorkers(t *testing.T) {
 	rank := map[job.Priority]int{job.High: 0, job.Normal: 1, job.Low: 2}
 	last, starts := 0, 0
 	for _, x := range xs {
-		if x.Values["event"] != "started" {
-			continue
+		evs, err := queue.ParseEvents("default", x)
+		if err != nil {
+			t.Fatal(err)
 		}
-		starts++
-		r := rank[prio[x.Values["job_id"].(string)]]
-		if r < last {
-			t.Fatalf("start #%d is %s after a lower priority started", starts, prio[x.Values["job_id"].(string)])
+		for _, ev := range evs {
+			if ev.Event != job.EventStarted {
+				continue
+			}
+			starts++
+			r := rank[prio[ev.JobID]]
+			if r < last {
+				t.Fatalf("start #%d is %s after a lower priority started", starts, prio[ev.JobID])
+			}
+			last = r
 		}
-		last = r
 	}
 	if starts != len(js) {
 		t.Fatalf("%d starts, want %d", starts, len(js))

@@ -1,8 +1,7 @@
 -- cancel.lua: cancel one job.
 -- ARGV[6] id
 -- waiting, scheduled or queued: removed from its place (a queued id stays in
--- its list as a tombstone, see claim.lua); active: its lease
--- and lock are dropped and workers are told (pub/sub) to cancel the running
+-- its list as a tombstone, see claim.lua); active: its lease is dropped and workers are told (pub/sub) to cancel the running
 -- handler, whose late outcome is then refused as stale. Dependents are
 -- cancelled too. Returns {'ok', previous state}, {'conflict', state} for a
 -- job already final, or {'not_found'}.
@@ -24,7 +23,6 @@ elseif state == 'queued' then
   redis.call('HINCRBY', K_STATS, 'tomb_' .. f[4], 1)
 elseif state == 'active' then
   redis.call('ZREM', K_LEASES, id)
-  redis.call('DEL', QK .. 'lock:' .. id)
   redis.call('PUBLISH', CANCEL_CHANNEL, id)
 end
 finish(id, 'cancelled', {'token', ''})

@@ -4,9 +4,11 @@
 --         types, a list whose next job is of another type is passed over
 --         (its order is kept: types guard a claim, queues route work).
 -- Each claimed job moves from its priority list into the lease set in this
--- script, with lock:{id} = fencing token (SET NX PX ttl) and a lease entry
--- scored by its expiry on the lease clock (see lease_now). The holder renews
--- both with extend.lua while the job runs. Ids of cancelled jobs still in a
+-- script: only a job found queued is taken (the exclusion a SET NX would
+-- give: an active job is never queued), its hash gets a new fencing token,
+-- and its lease entry is scored by its expiry on the lease clock (see
+-- lease_now). The holder renews the entry with extend.lua while the job
+-- runs; every later transition checks the token. Ids of cancelled jobs still in a
 -- list (tombstones, see cancel.lua) are dropped on the way. Returns a flat
 -- list of groups of 10: id, token, type, payload, attempt, max_attempts,
 -- timeout_seconds, priority, created_at, run_at. An empty reply when the
@@ -26,10 +28,9 @@ local expiry = nil
 local out = {}
 local leases = {} -- score, member pairs for the lease set
 local fence = nil
--- next_token hands out fencing tokens from one range reserved on first use:
--- at most n claims plus one refused lock per list.
+-- next_token hands out fencing tokens from one range reserved on first use.
 local function next_token()
-  if fence == nil then fence = redis.call('INCRBY', K_FENCE, n + 3) - (n + 3) end
+  if fence == nil then fence = redis.call('INCRBY', K_FENCE, n) - n end
   fence = fence + 1
   return fence
 end
@@ -42,15 +43,10 @@ local function drop(id, prio)
   end
 end
 
--- take claims id, just popped from list, whose hash fields are f. It
--- returns false when another token holds the job's lock: the id is then
--- back at the head of its list.
-local function take(id, list, f)
+-- take claims id, just popped from its list, whose hash fields are f (a
+-- queued job).
+local function take(id, f)
   local token = next_token()
-  if not redis.call('SET', QK .. 'lock:' .. id, token, 'NX', 'PX', ttl) then
-    redis.call('RPUSH', list, id)
-    return false
-  end
   if expiry == nil then expiry = lease_now() + ttl end
   local attempt = tonumber(f[3]) + 1
   leases[#leases + 1] = expiry
@@ -63,7 +59,6 @@ local function take(id, list, f)
   out[o + 5] = tostring(attempt); out[o + 6] = f[4]; out[o + 7] = f[5]; out[o + 8] = f[6]
   out[o + 9] = f[7]; out[o + 10] = f[8]
   need = need - 1
-  return true
 end
 
 local popped = false
@@ -82,12 +77,11 @@ for _, list in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
         break
       else
         redis.call('RPOP', list)
-        if not take(id, list, f) then break end
+        take(id, f)
       end
     end
   else
-    local blocked = false
-    while need > 0 and not blocked do
+    while need > 0 do
       local ids = redis.call('RPOP', list, need)
       if not ids then break end
       popped = true
@@ -95,9 +89,8 @@ for _, list in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
         local f = redis.call('HMGET', JOB .. id, unpack(FIELDS))
         if f[9] ~= 'queued' then
           drop(id, f[6])
-        elseif not take(id, list, f) then
-          -- Take no more from this list in this call.
-          blocked = true
+        else
+          take(id, f)
         end
       end
     end

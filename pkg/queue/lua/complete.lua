@@ -9,8 +9,8 @@
 local n = tonumber(ARGV[6])
 local out = {}
 local processed, succeeded = 0, 0
--- Batched writes for the successes: one ZREM, one DEL and one ZADD in all.
-local done_ids, locks, fin = {}, {}, {}
+-- Batched writes for the successes: one ZREM and one ZADD in all.
+local done_ids, fin = {}, {}
 for i = 1, n do
   local b = 7 + (i - 1) * 6
   local id, token, outcome, detail, worker, r = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
@@ -22,7 +22,6 @@ for i = 1, n do
     processed = processed + 1
     if outcome == 'ok' then
       done_ids[#done_ids + 1] = id
-      locks[#locks + 1] = QK .. 'lock:' .. id
       fin[#fin + 1] = NOW
       fin[#fin + 1] = id
       redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'result', detail, 'token', '')
@@ -37,7 +36,6 @@ for i = 1, n do
 end
 if succeeded > 0 then
   call_chunked('ZREM', K_LEASES, done_ids)
-  call_chunked('DEL', nil, locks)
   call_chunked('ZADD', K_FIN, fin)
   redis.call('HINCRBY', K_STATS, 'succeeded_total', succeeded)
   count_minute('s', succeeded)

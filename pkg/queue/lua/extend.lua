@@ -6,8 +6,7 @@
 --   attempt shows none until it reports) and sent as a 'progress'
 --   event at most once a second per job (and always at 100).
 -- A lease is renewed only while the job is active under that token: its
--- lock is set again to the token with the new ttl and its lease entry moves
--- to the new expiry. Returns one status per triple: 'ok', or 'stale' when
+-- lease entry moves to the new expiry. Returns one status per triple: 'ok', or 'stale' when
 -- the lease was lost (expired and reclaimed, cancelled, finished): the
 -- holder must stop the job, and its outcome would be refused anyway. The
 -- last element is the new expiry (lease clock, ms).
@@ -22,7 +21,6 @@ for i = 1, n do
   local jk = JOB .. id
   local f = redis.call('HMGET', jk, 'state', 'token', 'type', 'attempt', 'worker_id', 'progress_event_at')
   if f[1] == 'active' and f[2] == token and redis.call('ZSCORE', K_LEASES, id) then
-    redis.call('SET', QK .. 'lock:' .. id, token, 'PX', ttl)
     leases[#leases + 1] = expiry
     leases[#leases + 1] = id
     if progress ~= '' then

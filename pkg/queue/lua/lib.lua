@@ -64,21 +64,58 @@ local function list_for(prio)
   return K_NORMAL
 end
 
--- emit appends one event to the queue's stream; a 'progress' event also
--- carries its percentage and message.
-local function emit(id, jtype, event, state, attempt, worker, err, pct, msg)
+-- Events. emit collects a script's events and flush_events (run after
+-- every script, see scripts.go) writes them: consecutive events that share
+-- event, state, worker and error go into one stream entry, whose 'jobs'
+-- field lists "id type attempt" per job, comma-separated (ids are ULIDs and
+-- types match [A-Za-z0-9_.:-], so neither holds a space or a comma). A
+-- group of one is written as a plain entry with job_id, type and attempt.
+-- A batch of 50 claims is then one XADD, not 50 (queue.ParseEvents reads
+-- both forms). Progress events carry their percentage and message and are
+-- written at once, after the events before them.
+local ev_groups = {}
+local ev_last = nil
+
+local function flush_events()
   -- No MAXLEN here: an event is removed only once every history writer
   -- recorded it, or by the operator's explicit cap (see the poller).
+  for _, g in ipairs(ev_groups) do
+    if #g.jobs == 1 then
+      local j = g.jobs[1]
+      redis.call('XADD', K_EVENTS, '*',
+        'job_id', j[1], 'queue', QUEUE, 'type', j[2], 'event', g.event, 'state', g.state,
+        'attempt', j[3], 'worker_id', g.worker, 'error', g.err, 'at', NOW_S)
+    else
+      local list = {}
+      for i, j in ipairs(g.jobs) do list[i] = j[1] .. ' ' .. j[2] .. ' ' .. j[3] end
+      redis.call('XADD', K_EVENTS, '*',
+        'jobs', table.concat(list, ','), 'queue', QUEUE, 'event', g.event, 'state', g.state,
+        'worker_id', g.worker, 'error', g.err, 'at', NOW_S)
+    end
+  end
+  ev_groups = {}
+  ev_last = nil
+end
+
+-- emit records one event of this script; a 'progress' event also carries
+-- its percentage and message.
+local function emit(id, jtype, event, state, attempt, worker, err, pct, msg)
+  worker, err = worker or '', err or ''
   if pct then
+    flush_events()
     redis.call('XADD', K_EVENTS, '*',
       'job_id', id, 'queue', QUEUE, 'type', jtype, 'event', event, 'state', state,
-      'attempt', attempt, 'worker_id', worker or '', 'error', err or '', 'at', NOW_S,
+      'attempt', attempt, 'worker_id', worker, 'error', err, 'at', NOW_S,
       'progress', pct, 'message', msg)
     return
   end
-  redis.call('XADD', K_EVENTS, '*',
-    'job_id', id, 'queue', QUEUE, 'type', jtype, 'event', event, 'state', state,
-    'attempt', attempt, 'worker_id', worker or '', 'error', err or '', 'at', NOW_S)
+  local g = ev_last
+  if not (g and g.event == event and g.state == state and g.worker == worker and g.err == err) then
+    g = {event = event, state = state, worker = worker, err = err, jobs = {}}
+    ev_groups[#ev_groups + 1] = g
+    ev_last = g
+  end
+  g.jobs[#g.jobs + 1] = {id, jtype, tostring(attempt)}
 end
 
 -- signal wakes up to n idle workers blocked on the queue's signal list.
@@ -202,7 +239,6 @@ local function retry_or_bury(id, f, err, retry, r, event, worker)
   -- f: type, attempt, max_attempts, backoff_base, backoff_max, priority
   local attempt = tonumber(f[2])
   redis.call('ZREM', K_LEASES, id)
-  redis.call('DEL', QK .. 'lock:' .. id)
   redis.call('HINCRBY', K_STATS, 'failed_total', 1)
   count_minute('f', 1)
   if (not retry) or attempt >= tonumber(f[3]) then

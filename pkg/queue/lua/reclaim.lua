@@ -1,9 +1,10 @@
 -- reclaim.lua: put back jobs whose lease expired (their worker died or was cut off).
 -- ARGV[6] limit   ARGV[7..] limit random numbers in [0,1) for the backoff jitter
 -- Expiry is judged on the lease clock (Redis' TIME), never the caller's. An
--- entry is acted on only while its job is still active and no other token
--- holds the job's lock; otherwise the entry is stale and only removed, so a
--- finished job is never run again. Each expired lease counts as an attempt:
+-- entry is acted on only while its job is still active under a token (the
+-- entry's score is the current lease's: claim and extend rewrite it);
+-- otherwise the entry is stale and only removed, so a finished job is never
+-- run again. Each expired lease counts as an attempt:
 -- the job is retried with backoff, or goes dead when its attempts are
 -- exhausted; a 'lease_expired' event is recorded either way.
 -- Returns {reclaimed, earliest remaining lease expiry ms or -1}.
@@ -12,8 +13,7 @@ local ids = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', lease_now(), 'LIMIT', 
 local reclaimed = 0
 for i, id in ipairs(ids) do
   local f = redis.call('HMGET', JOB .. id, 'type', 'attempt', 'max_attempts', 'backoff_base', 'backoff_max', 'priority', 'worker_id', 'state', 'token')
-  local lock = redis.call('GET', QK .. 'lock:' .. id)
-  if f[1] and f[8] == 'active' and f[9] ~= '' and (not lock or lock == f[9]) then
+  if f[1] and f[8] == 'active' and f[9] ~= '' then
     retry_or_bury(id, f, 'lease expired', true, tonumber(ARGV[6 + i]), 'lease_expired', f[7])
     reclaimed = reclaimed + 1
   else
