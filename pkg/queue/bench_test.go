@@ -35,16 +35,23 @@ func benchJobs(b *testing.B, n int) []*job.Job {
 func BenchmarkSubmitBatch1000(b *testing.B) {
 	c := benchClient(b)
 	ctx := context.Background()
+	var cpu float64 // Redis CPU seconds spent in the submits
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		jobs := benchJobs(b, 1000)
+		cpu0, _ := redisCost(b, c.Redis())
 		b.StartTimer()
 		if _, err := c.Submit(ctx, jobs); err != nil {
 			b.Fatal(err)
 		}
+		b.StopTimer()
+		cpu1, _ := redisCost(b, c.Redis())
+		cpu += cpu1 - cpu0
+		b.StartTimer()
 	}
 	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "jobs/s")
+	b.ReportMetric(cpu*1e6/float64(b.N*1000), "redis-µs/job")
 }
 
 // BenchmarkSubmitSingleParallel reports jobs/s for one-job submits from
@@ -121,4 +128,24 @@ func redisCost(b *testing.B, rdb redis.UniversalClient) (cpu float64, cmds int64
 		}
 	}
 	return cpu, cmds
+}
+
+// BenchmarkSubmitSingle reports jobs/s and Redis CPU per job for one-job
+// submits from one producer: a round trip each.
+func BenchmarkSubmitSingle(b *testing.B) {
+	c := benchClient(b)
+	ctx := context.Background()
+	cpu0, cmds0 := redisCost(b, c.Redis())
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		j, _ := (&job.Spec{Type: "noop"}).Build(time.Now())
+		if _, err := c.Submit(ctx, []*job.Job{j}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	cpu1, cmds1 := redisCost(b, c.Redis())
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	b.ReportMetric((cpu1-cpu0)*1e6/float64(b.N), "redis-µs/job")
+	b.ReportMetric(float64(cmds1-cmds0)/float64(b.N), "redis-cmds/job")
 }

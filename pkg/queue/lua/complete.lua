@@ -15,8 +15,9 @@ for i = 1, n do
   local b = 7 + (i - 1) * 6
   local id, token, outcome, detail, worker, r = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
   local jk = JOB .. id
-  local f = redis.call('HMGET', jk, 'type', 'attempt', 'max_attempts', 'backoff_base', 'backoff_max', 'priority', 'state', 'token', 'has_dependents')
-  if f[7] ~= 'active' or f[8] ~= token then
+  -- What a success needs; a failure reads the retry policy too.
+  local f = redis.call('HMGET', jk, 'state', 'token', 'type', 'attempt', 'has_dependents')
+  if f[1] ~= 'active' or f[2] ~= token then
     out[i] = 'stale'
   else
     processed = processed + 1
@@ -26,11 +27,12 @@ for i = 1, n do
       fin[#fin + 1] = id
       redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'result', detail, 'token', '')
       succeeded = succeeded + 1
-      emit(id, f[1], 'succeeded', 'succeeded', f[2], worker, '')
-      signal(settle_dependents(id, true, '', f[9] or ''))
+      emit(id, f[3], 'succeeded', 'succeeded', f[4], worker, '')
+      signal(settle_dependents(id, true, '', f[5] or ''))
       out[i] = 'succeeded'
     else
-      out[i] = retry_or_bury(id, f, detail, outcome == 'fail', tonumber(r), 'failed', worker)
+      local p = redis.call('HMGET', jk, 'max_attempts', 'backoff_base', 'backoff_max', 'priority')
+      out[i] = retry_or_bury(id, {f[3], f[4], p[1], p[2], p[3], p[4]}, detail, outcome == 'fail', tonumber(r), 'failed', worker)
     end
   end
 end

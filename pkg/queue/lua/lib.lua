@@ -270,6 +270,5 @@ end
 local function count_processed(n)
   if n <= 0 then return end
   local k = QK .. 'tput:' .. math.floor(NOW / 1000)
-  redis.call('INCRBY', k, n)
-  redis.call('EXPIRE', k, 120)
+  if redis.call('INCRBY', k, n) == n then redis.call('EXPIRE', k, 120) end
 end
