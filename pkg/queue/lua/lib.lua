@@ -119,14 +119,15 @@ local function emit(id, jtype, event, state, attempt, worker, err, pct, msg)
 end
 
 -- signal wakes up to n idle workers blocked on the queue's signal list.
+-- Under load no worker blocks and the list stays full: one LLEN then.
 local function signal(n)
   if n <= 0 then return end
-  if n > SIGNAL_CAP then n = SIGNAL_CAP end
+  local have = redis.call('LLEN', K_SIGNAL)
+  if have >= SIGNAL_CAP then return end
+  n = math.min(n, SIGNAL_CAP - have)
   local t = {}
   for i = 1, n do t[i] = '1' end
-  if redis.call('LPUSH', K_SIGNAL, unpack(t)) > SIGNAL_CAP then
-    redis.call('LTRIM', K_SIGNAL, 0, SIGNAL_CAP - 1)
-  end
+  redis.call('LPUSH', K_SIGNAL, unpack(t))
 end
 
 -- earliest returns the smallest score of the scheduled set, or nil.

@@ -91,10 +91,13 @@ for i = 1, n do
     if #j.pending > 0 then state = 'waiting'
     elseif j.run_at > NOW then state = 'scheduled'
     else state = 'queued' end
-    redis.call('HSET', JOB .. j.id, 'id', j.id, 'queue', QUEUE, 'type', j.type, 'payload', j.payload,
+    -- Empty optional fields are left out: every field costs on each write.
+    local h = {'id', j.id, 'queue', QUEUE, 'type', j.type, 'payload', j.payload,
       'priority', j.prio, 'state', state, 'attempt', '0', 'max_attempts', j.max, 'timeout', j.timeout,
-      'backoff_base', j.bbase, 'backoff_max', j.bmax, 'run_at', ms(j.run_at), 'created_at', j.created,
-      'idempotency_key', j.idem, 'depends_on', j.deps_s)
+      'backoff_base', j.bbase, 'backoff_max', j.bmax, 'run_at', ms(j.run_at), 'created_at', j.created}
+    if j.idem ~= '' then h[#h + 1] = 'idempotency_key'; h[#h + 1] = j.idem end
+    if j.deps_s ~= '' then h[#h + 1] = 'depends_on'; h[#h + 1] = j.deps_s end
+    redis.call('HSET', JOB .. j.id, unpack(h))
     if j.idem ~= '' then
       redis.call('SET', QK .. 'idem:' .. j.idem, j.id, 'PX', idem_ttl)
     end
