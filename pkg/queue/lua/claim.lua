@@ -45,18 +45,20 @@ end
 
 -- take claims id, just popped from its list, whose hash fields are f (a
 -- queued job).
+-- Numbers are turned into strings once here: Lua formats a number with
+-- sprintf each time one is passed to redis.call.
 local function take(id, f)
-  local token = next_token()
-  if expiry == nil then expiry = lease_now() + ttl end
-  local attempt = tonumber(f[3]) + 1
+  local token = ms(next_token())
+  if expiry == nil then expiry = ms(lease_now() + ttl) end
+  local attempt = tostring(tonumber(f[3]) + 1)
   leases[#leases + 1] = expiry
   leases[#leases + 1] = id
   redis.call('HSET', JOB .. id, 'state', 'active', 'attempt', attempt, 'token', token,
     'worker_id', worker, 'started_at', NOW_S)
   emit(id, f[1], 'started', 'active', attempt, worker, '')
   local o = #out
-  out[o + 1] = id; out[o + 2] = tostring(token); out[o + 3] = f[1]; out[o + 4] = f[2]
-  out[o + 5] = tostring(attempt); out[o + 6] = f[4]; out[o + 7] = f[5]; out[o + 8] = f[6]
+  out[o + 1] = id; out[o + 2] = token; out[o + 3] = f[1]; out[o + 4] = f[2]
+  out[o + 5] = attempt; out[o + 6] = f[4]; out[o + 7] = f[5]; out[o + 8] = f[6]
   out[o + 9] = f[7]; out[o + 10] = f[8]
   need = need - 1
 end

@@ -23,7 +23,7 @@ for i = 1, n do
     processed = processed + 1
     if outcome == 'ok' then
       done_ids[#done_ids + 1] = id
-      fin[#fin + 1] = NOW
+      fin[#fin + 1] = NOW_S
       fin[#fin + 1] = id
       redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'result', detail, 'token', '')
       succeeded = succeeded + 1

@@ -87,7 +87,7 @@ local function flush_events()
         'attempt', j[3], 'worker_id', g.worker, 'error', g.err, 'at', NOW_S)
     else
       local list = {}
-      for i, j in ipairs(g.jobs) do list[i] = j[1] .. ' ' .. j[2] .. ' ' .. j[3] end
+      for i, j in ipairs(g.jobs) do list[i] = j[1] .. ' ' .. j[2] .. ' ' .. j[3] end -- concat formats a number attempt
       redis.call('XADD', K_EVENTS, '*',
         'jobs', table.concat(list, ','), 'queue', QUEUE, 'event', g.event, 'state', g.state,
         'worker_id', g.worker, 'error', g.err, 'at', NOW_S)
@@ -115,7 +115,7 @@ local function emit(id, jtype, event, state, attempt, worker, err, pct, msg)
     ev_groups[#ev_groups + 1] = g
     ev_last = g
   end
-  g.jobs[#g.jobs + 1] = {id, jtype, tostring(attempt)}
+  g.jobs[#g.jobs + 1] = {id, jtype, attempt}
 end
 
 -- signal wakes up to n idle workers blocked on the queue's signal list.
