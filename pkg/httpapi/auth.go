@@ -141,7 +141,9 @@ func (s *Server) guard(c *gin.Context) {
 	var identity string
 	var authErr error
 	if s.auth.open() {
-		identity = "ip:" + c.ClientIP()
+		if s.limit != nil { // the identity is only for the rate limit: no client IP to parse without one
+			identity = "ip:" + c.ClientIP()
+		}
 	} else {
 		presented := presentedKey(c.Request, c.FullPath() == streamPath)
 		if i := s.auth.match(presented); i >= 0 {

@@ -2,11 +2,14 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"testing"
+	"time"
 
+	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 )
@@ -78,6 +81,38 @@ func BenchmarkPublish(b *testing.B) {
 		h.publish(e)
 		for _, c := range h.snapshot() {
 			<-c.send
+		}
+	}
+}
+
+// benchJobs are MaxBatchJobs jobs as a batch answer holds them.
+func benchJobs(b *testing.B) []*job.Job {
+	var spec job.Spec
+	if err := json.Unmarshal(benchSpec, &spec); err != nil {
+		b.Fatal(err)
+	}
+	jobs := make([]*job.Job, MaxBatchJobs)
+	for i := range jobs {
+		j, err := spec.Build(time.Now())
+		if err != nil {
+			b.Fatal(err)
+		}
+		jobs[i] = j
+	}
+	return jobs
+}
+
+// BenchmarkEncodeBatch measures the answer of a 1000-job batch: the
+// job.Job.MarshalJSON output of each, joined into a reused buffer (see
+// writeJobList).
+func BenchmarkEncodeBatch(b *testing.B) {
+	jobs := benchJobs(b)
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = appendJobList(buf[:0], jobs); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

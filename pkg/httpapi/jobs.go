@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -49,7 +50,7 @@ func (s *Server) submitJob(c *gin.Context) {
 		status = http.StatusOK
 	}
 	c.Header("Location", "/v1/jobs/"+res[0].Job.ID)
-	c.JSON(status, res[0].Job)
+	writeJob(c, status, res[0].Job)
 }
 
 // submitBatch handles POST /v1/jobs/batch: all jobs or none, 201 with the
@@ -84,11 +85,80 @@ func (s *Server) submitBatch(c *gin.Context) {
 		fail(c, &batchError{err})
 		return
 	}
-	out := jobList{Jobs: make([]*job.Job, len(res))}
+	out := make([]*job.Job, len(res))
 	for i, r := range res {
-		out.Jobs[i] = r.Job
+		out[i] = r.Job
 	}
-	c.JSON(http.StatusCreated, out)
+	writeJobList(c, http.StatusCreated, out)
+}
+
+// jsonMediaType is the Content-Type of JSON answers, as c.JSON sends it.
+const jsonMediaType = "application/json; charset=utf-8"
+
+// appendJob appends j as JSON. job.Job.MarshalJSON already yields the
+// compact, HTML-escaped bytes that json.Marshal (and so c.JSON) would send
+// for it; using them directly skips the reflection over the outer value and
+// json.Marshal's second pass over the output, which was most of a batch
+// answer's cost.
+func appendJob(buf []byte, j *job.Job) ([]byte, error) {
+	if j == nil {
+		return append(buf, "null"...), nil
+	}
+	b, err := j.MarshalJSON()
+	if err != nil {
+		return buf, err
+	}
+	return append(buf, b...), nil
+}
+
+// writeJob answers with one job, byte for byte what c.JSON sends.
+func writeJob(c *gin.Context, status int, j *job.Job) {
+	b, err := appendJob(nil, j)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.Data(status, jsonMediaType, b)
+}
+
+// answerBuffers are the buffers of batch answers; one of more than
+// maxPooledAnswer bytes (jobs with large payloads) is left to the GC.
+var answerBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledAnswer = 4 << 20
+
+// writeJobList answers with a jobList, byte for byte what c.JSON sends.
+func writeJobList(c *gin.Context, status int, jobs []*job.Job) {
+	buf := answerBuffers.Get().(*[]byte)
+	b, err := appendJobList((*buf)[:0], jobs)
+	defer func() {
+		if cap(b) <= maxPooledAnswer {
+			*buf = b[:0]
+			answerBuffers.Put(buf)
+		}
+	}()
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.Data(status, jsonMediaType, b) // the body is written before c.Data returns; the buffer is free again
+}
+
+func appendJobList(buf []byte, jobs []*job.Job) ([]byte, error) {
+	if jobs == nil {
+		return append(buf, `{"jobs":null}`...), nil
+	}
+	buf = append(buf, `{"jobs":[`...)
+	for i, j := range jobs {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		var err error
+		if buf, err = appendJob(buf, j); err != nil {
+			return buf, err
+		}
+	}
+	return append(buf, "]}"...), nil
 }
 
 // getJob handles GET /v1/jobs/{id}: live from Redis, else from the history
@@ -109,7 +179,7 @@ func (s *Server) getJob(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, j)
+	writeJob(c, http.StatusOK, j)
 }
 
 // cancelJob handles POST /v1/jobs/{id}/cancel.
@@ -134,5 +204,5 @@ func (s *Server) jobAction(c *gin.Context, act func(context.Context, string) (*j
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, j)
+	writeJob(c, http.StatusOK, j)
 }

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
@@ -225,5 +226,37 @@ func TestCancelActiveJob(t *testing.T) {
 	st, err := a.q.Complete(context.Background(), "default", []queue.Outcome{{ID: j.ID, Token: leases[0].Token, Kind: queue.OutcomeSucceeded, Result: json.RawMessage(`1`)}})
 	if err != nil || st[0] != queue.StatusStale {
 		t.Fatalf("the cancelled job's outcome was not refused: %v %v", st, err)
+	}
+}
+
+// TestJobAnswersMatchJSON checks that the job answers written without
+// c.JSON are byte for byte what json.Marshal makes of them, HTML escapes
+// and line separators in payloads included.
+func TestJobAnswersMatchJSON(t *testing.T) {
+	now := time.Date(2026, 11, 22, 10, 0, 0, 123e6, time.UTC)
+	var jobs []*job.Job
+	for i, payload := range []string{`{"html":"<b>&amp;</b>","sep":"a\u2028b\u2029c","u":"é"}`, `[1, 2,  3]`, ``} {
+		spec := job.Spec{Type: "t.x", Payload: json.RawMessage(payload), IdempotencyKey: fmt.Sprintf("k<%d>", i)}
+		j, err := spec.Build(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.StartedAt = &now
+		j.LastError = "failed: <nil> & \u2028"
+		jobs = append(jobs, j)
+	}
+	for _, j := range jobs {
+		want, _ := json.Marshal(j)
+		got, err := appendJob(nil, j)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("appendJob:\n got %s (%v)\nwant %s", got, err, want)
+		}
+	}
+	for _, list := range [][]*job.Job{nil, {}, jobs, {nil}} {
+		want, _ := json.Marshal(jobList{Jobs: list})
+		got, err := appendJobList(nil, list)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("appendJobList:\n got %s (%v)\nwant %s", got, err, want)
+		}
 	}
 }

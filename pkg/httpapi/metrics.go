@@ -38,12 +38,22 @@ type metrics struct {
 	rateLimited                        prometheus.Counter
 	streamErrors                       prometheus.Counter
 
+	// httpSeries caches the request-duration histogram of each (method,
+	// route, status): the label lookup hashed three strings per request.
+	// As bounded as the labels: route templates, known methods, statuses.
+	httpSeries sync.Map // httpSeriesKey → prometheus.Observer
+
 	mu      sync.Mutex // guards series and running (one reader per queue in Redis Cluster)
 	series  map[seriesKey]*jobSeries
 	running map[string]runningAttempt
 }
 
 type seriesKey struct{ queue, typ string }
+
+type httpSeriesKey struct {
+	method, route string
+	status        int
+}
 
 // jobSeries caches the children of one (queue, type) pair.
 type jobSeries struct {
@@ -102,7 +112,12 @@ func (m *metrics) observeHTTP(method, route string, status int, d time.Duration)
 	default:
 		method = "other" // clients choose methods; keep the label bounded
 	}
-	m.httpDuration.WithLabelValues(method, route, strconv.Itoa(status)).Observe(d.Seconds())
+	k := httpSeriesKey{method, route, status}
+	o, ok := m.httpSeries.Load(k)
+	if !ok {
+		o, _ = m.httpSeries.LoadOrStore(k, m.httpDuration.WithLabelValues(method, route, strconv.Itoa(status)))
+	}
+	o.(prometheus.Observer).Observe(d.Seconds())
 }
 
 func (m *metrics) seriesFor(q, typ string) *jobSeries {

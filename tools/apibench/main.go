@@ -7,6 +7,8 @@
 //	apibench -mode stream -clients 500 -rate 200 # websocket delivery latency
 //	apibench -mode claim -workers 20 -rate 1000   # HTTP workers: enqueue→claim latency
 //	apibench -mode claim -workers 200 -rate 0 -pids api=PID,redis=PID  # idle long polls' CPU
+//	apibench -mode lib-submit -redis 127.0.0.1:6379 -c 16  # the same jobs through the Go library
+//	apibench -mode lib-batch -redis 127.0.0.1:6379 -c 4     # (queue.Client.Submit), for ratios
 //
 // It stops by itself after -d. Run the API with SUNDIAL_RATE_LIMIT=0 (or a
 // high limit), and without workers on the bench queue for -mode stream.
@@ -37,7 +39,7 @@ type options struct {
 	base, key, mode, queue, jobType string
 	conns, batch, clients, workers  int
 	rate                            float64
-	pids                            string
+	pids, redis                     string
 	duration, grace                 time.Duration
 	allowRemote                     bool
 }
@@ -46,7 +48,8 @@ func main() {
 	var o options
 	flag.StringVar(&o.base, "url", "http://127.0.0.1:8080", "the API's base URL")
 	flag.StringVar(&o.key, "key", "", "API key, when the API needs one")
-	flag.StringVar(&o.mode, "mode", "submit", "submit | batch | rate | stream | claim")
+	flag.StringVar(&o.mode, "mode", "submit", "submit | batch | rate | stream | claim | lib-submit | lib-batch")
+	flag.StringVar(&o.redis, "redis", "", "lib-submit, lib-batch: the Redis (host:port) the library submits to")
 	flag.StringVar(&o.queue, "queue", fmt.Sprintf("bench-%d", os.Getpid()), "queue the jobs go to")
 	flag.StringVar(&o.jobType, "type", "bench.noop", "job type")
 	flag.IntVar(&o.conns, "c", 32, "concurrent connections (submit, batch)")
@@ -66,6 +69,10 @@ func main() {
 }
 
 func run(o options) error {
+	if strings.HasPrefix(o.mode, "lib-") {
+		b := &bench{o: o}
+		return b.library()
+	}
 	u, err := url.Parse(o.base)
 	if err != nil || u.Host == "" {
 		return fmt.Errorf("-url %q is not a URL", o.base)
@@ -77,6 +84,7 @@ func run(o options) error {
 	b := &bench{o: o, client: &http.Client{Transport: &http.Transport{
 		MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns,
 	}}}
+	b.body = b.jobBody()
 	switch o.mode {
 	case "submit":
 		return b.closedLoop(b.submitOne, 1)
@@ -90,7 +98,7 @@ func run(o options) error {
 	case "claim":
 		return b.claimBench()
 	}
-	return fmt.Errorf("-mode %q: want submit, batch, rate, stream or claim", o.mode)
+	return fmt.Errorf("-mode %q: want submit, batch, rate, stream, claim, lib-submit or lib-batch", o.mode)
 }
 
 func loopback(host string) bool {
@@ -104,6 +112,7 @@ func loopback(host string) bool {
 type bench struct {
 	o      options
 	client *http.Client
+	body   []byte // the job of every single submit, encoded once: the load is on the API, not on this tool
 }
 
 // result gathers what one worker saw.
@@ -134,7 +143,7 @@ func (b *bench) batchBody() []byte {
 	return body
 }
 
-func (b *bench) submitOne(ctx context.Context) error { return b.post(ctx, "/v1/jobs", b.jobBody()) }
+func (b *bench) submitOne(ctx context.Context) error { return b.post(ctx, "/v1/jobs", b.body) }
 
 // statusError is a non-2xx answer.
 type statusError int
