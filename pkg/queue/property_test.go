@@ -194,6 +194,9 @@ func checkPlaces(t *testing.T, e *env, q string, m *model, step int, op string) 
 		}
 		if tok, _ := rdb.HGet(ctx, queue.JobKey(q, id), "token").Result(); (tok != "") != (j.State == job.Active) {
 			t.Fatalf("step %d (%s): job %s in state %s has fencing token %q", step, op, id, j.State, tok)
+		} else if a, _ := rdb.HGet(ctx, queue.QueueKey(q, "active"), id).Result(); (a != "") != (j.State == job.Active) ||
+			(a != "" && a != fmt.Sprintf("%s %d %s", tok, j.Attempt, j.Type)) {
+			t.Fatalf("step %d (%s): job %s in state %s (token %q) has active-lease entry %q", step, op, id, j.State, tok, a)
 		}
 	}
 	for id := range places {

@@ -23,6 +23,7 @@ elseif state == 'queued' then
   redis.call('HINCRBY', K_STATS, 'tomb_' .. f[4], 1)
 elseif state == 'active' then
   redis.call('ZREM', K_LEASES, id)
+  redis.call('HDEL', K_ACTIVE, id)
   redis.call('PUBLISH', CANCEL_CHANNEL, id)
 end
 finish(id, 'cancelled', {'token', ''})

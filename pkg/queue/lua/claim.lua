@@ -27,6 +27,7 @@ end
 local expiry = nil
 local out = {}
 local leases = {} -- score, member pairs for the lease set
+local actives = {} -- field, value pairs for K_ACTIVE
 local fence = nil
 -- next_token hands out fencing tokens from one range reserved on first use.
 local function next_token()
@@ -53,6 +54,8 @@ local function take(id, f)
   local attempt = tostring(tonumber(f[3]) + 1)
   leases[#leases + 1] = expiry
   leases[#leases + 1] = id
+  actives[#actives + 1] = id
+  actives[#actives + 1] = token .. ' ' .. attempt .. ' ' .. f[1]
   redis.call('HSET', JOB .. id, 'state', 'active', 'attempt', attempt, 'token', token,
     'worker_id', worker, 'started_at', NOW_S)
   emit(id, f[1], 'started', 'active', attempt, worker, '')
@@ -104,4 +107,5 @@ if #leases == 0 then
   return out
 end
 call_chunked('ZADD', K_LEASES, leases)
+call_chunked('HSET', K_ACTIVE, actives)
 return out

@@ -9,15 +9,30 @@
 local n = tonumber(ARGV[6])
 local out = {}
 local processed, succeeded = 0, 0
--- Batched writes for the successes: one ZREM and one ZADD in all.
-local done_ids, fin = {}, {}
+-- The fencing check of the whole batch: one HMGET of the active-lease hash.
+local ids = {}
+for i = 1, n do ids[i] = ARGV[7 + (i - 1) * 6] end
+local act = {}
+for c = 1, n, CHUNK do
+  local r = redis.call('HMGET', K_ACTIVE, unpack(ids, c, math.min(c + CHUNK - 1, n)))
+  for k = 1, #r do act[c + k - 1] = r[k] end
+end
+-- Batched writes for the successes: one ZREM, HDEL and ZADD in all.
+local done_ids, fin, deps_keys = {}, {}, {}
 for i = 1, n do
   local b = 7 + (i - 1) * 6
   local id, token, outcome, detail, worker, r = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
   local jk = JOB .. id
-  -- What a success needs; a failure reads the retry policy too.
-  local f = redis.call('HMGET', jk, 'state', 'token', 'type', 'attempt', 'has_dependents')
-  if f[1] ~= 'active' or f[2] ~= token then
+  local cur, attempt, jtype
+  if act[i] then
+    cur, attempt, jtype = parse_active(act[i])
+  else
+    -- No entry: not active, or claimed by a release that kept no K_ACTIVE
+    -- (an upgrade): the job hash decides.
+    local f = redis.call('HMGET', jk, 'state', 'token', 'attempt', 'type')
+    if f[1] == 'active' then cur, attempt, jtype = f[2], f[3], f[4] end
+  end
+  if cur ~= token then
     out[i] = 'stale'
   else
     processed = processed + 1
@@ -25,20 +40,32 @@ for i = 1, n do
       done_ids[#done_ids + 1] = id
       fin[#fin + 1] = NOW_S
       fin[#fin + 1] = id
+      deps_keys[#deps_keys + 1] = QK .. 'dependents:' .. id
       redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'result', detail, 'token', '')
       succeeded = succeeded + 1
-      emit(id, f[3], 'succeeded', 'succeeded', f[4], worker, '')
-      signal(settle_dependents(id, true, '', f[5] or ''))
+      emit(id, jtype, 'succeeded', 'succeeded', attempt, worker, '')
       out[i] = 'succeeded'
     else
       local p = redis.call('HMGET', jk, 'max_attempts', 'backoff_base', 'backoff_max', 'priority')
-      out[i] = retry_or_bury(id, {f[3], f[4], p[1], p[2], p[3], p[4]}, detail, outcome == 'fail', tonumber(r), 'failed', worker)
+      out[i] = retry_or_bury(id, {jtype, attempt, p[1], p[2], p[3], p[4]}, detail, outcome == 'fail', tonumber(r), 'failed', worker)
     end
   end
 end
 if succeeded > 0 then
   call_chunked('ZREM', K_LEASES, done_ids)
+  call_chunked('HDEL', K_ACTIVE, done_ids)
   call_chunked('ZADD', K_FIN, fin)
+  -- Dependents: one EXISTS for the batch; only a job that has some is
+  -- looked at (the usual batch has none).
+  local any = 0
+  for c = 1, #deps_keys, CHUNK do
+    any = any + redis.call('EXISTS', unpack(deps_keys, c, math.min(c + CHUNK - 1, #deps_keys)))
+  end
+  if any > 0 then
+    local queued = 0
+    for _, id in ipairs(done_ids) do queued = queued + settle_dependents(id, true, '') end
+    signal(queued)
+  end
   redis.call('HINCRBY', K_STATS, 'succeeded_total', succeeded)
   count_minute('s', succeeded)
 end

@@ -27,6 +27,15 @@ local SIGNAL_CAP = 64
 -- allows 10000). Even, so that score/member pairs stay together.
 local CHUNK = 1000
 local K_TOMB = QK .. 'tomb' -- hash: id → priority of cancelled ids still in a priority list
+-- K_ACTIVE: hash id → "<token> <attempt> <type>" of every active job (set by
+-- claim, removed wherever the lease entry is), so that completing a batch
+-- checks every token with one HMGET instead of reading each job's hash.
+local K_ACTIVE = QK .. 'active'
+
+-- parse_active splits an entry of K_ACTIVE into token, attempt and type.
+local function parse_active(v)
+  return string.match(v, '^(%S+) (%S+) (.+)$')
+end
 
 -- ms formats a number of milliseconds as an integer string (tostring would
 -- give "1.7e+12").
@@ -240,6 +249,7 @@ local function retry_or_bury(id, f, err, retry, r, event, worker)
   -- f: type, attempt, max_attempts, backoff_base, backoff_max, priority
   local attempt = tonumber(f[2])
   redis.call('ZREM', K_LEASES, id)
+  redis.call('HDEL', K_ACTIVE, id)
   redis.call('HINCRBY', K_STATS, 'failed_total', 1)
   count_minute('f', 1)
   if (not retry) or attempt >= tonumber(f[3]) then

@@ -18,6 +18,7 @@ for i, id in ipairs(ids) do
     reclaimed = reclaimed + 1
   else
     redis.call('ZREM', K_LEASES, id)
+    redis.call('HDEL', K_ACTIVE, id)
   end
 end
 local nxt = redis.call('ZRANGE', K_LEASES, 0, 0, 'WITHSCORES')

@@ -12,6 +12,7 @@ for i = 1, n do
   if f[4] == 'active' and f[5] == token then
     local attempt = tonumber(f[2]) - 1
     redis.call('ZREM', K_LEASES, id)
+    redis.call('HDEL', K_ACTIVE, id)
     redis.call('HSET', jk, 'state', 'queued', 'attempt', attempt, 'token', '')
     redis.call('RPUSH', list_for(f[3]), id)
     emit(id, f[1], 'queued', 'queued', attempt, f[6], 'released by worker shutdown')
