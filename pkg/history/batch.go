@@ -19,6 +19,7 @@ func (w *Writer) loop(ctx context.Context) error {
 	var unacked []*streamEvent   // recorded, acknowledgement failed
 	tails := map[string]*tail{}  // stream key → what the last reads saw of it
 	var lastRead time.Time
+	lastSweep := time.Now()
 	bo := w.newBackoff()
 	for ctx.Err() == nil {
 		// Follow ownership: drop lost queues, take over gained ones.
@@ -42,6 +43,10 @@ func (w *Writer) loop(ctx context.Context) error {
 			if !ownedSet[q] {
 				delete(reading, q)
 			}
+		}
+		if time.Since(lastSweep) >= w.cfg.StaleAfter/2 {
+			lastSweep = time.Now()
+			claimed = append(claimed, w.sweep(ctx, reading, held)...)
 		}
 		held = w.keepOwned(held, reading)
 		unacked = w.keepOwned(unacked, reading)
@@ -198,12 +203,27 @@ func (w *Writer) takeOver(ctx context.Context, q string) ([]*streamEvent, error)
 	if err := w.rdb.XGroupCreateMkStream(ctx, key, w.cfg.Group, "0").Err(); err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
 		return nil, err
 	}
+	out, err := w.claimPending(ctx, q, 0)
+	if err != nil {
+		return nil, err
+	}
+	w.forgetIdleConsumers(ctx, key)
+	if len(out) > 0 {
+		w.log.Info("history: took over pending events", "queue", q, "events", len(out))
+	}
+	return out, nil
+}
+
+// claimPending claims the group's pending entries of q idle at least
+// minIdle, whoever holds them, oldest first.
+func (w *Writer) claimPending(ctx context.Context, q string, minIdle time.Duration) ([]*streamEvent, error) {
+	key := queue.EventStreamKey(q)
 	var out []*streamEvent
 	start := "0-0"
 	for {
 		msgs, next, err := w.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
 			Stream: key, Group: w.cfg.Group, Consumer: w.cfg.Consumer,
-			MinIdle: 0, Start: start, Count: int64(w.cfg.BatchSize),
+			MinIdle: minIdle, Start: start, Count: int64(w.cfg.BatchSize),
 		}).Result()
 		if err != nil {
 			return nil, err
@@ -214,11 +234,40 @@ func (w *Writer) takeOver(ctx context.Context, q string) ([]*streamEvent, error)
 		}
 		start = next
 	}
-	w.forgetIdleConsumers(ctx, key)
-	if len(out) > 0 {
-		w.log.Info("history: took over pending events", "queue", q, "events", len(out))
-	}
 	return out, nil
+}
+
+// sweep claims again the entries of the reading queues pending for longer
+// than StaleAfter that the writer does not have in hand (held holds
+// them). A take-over claims what its queue's pending list holds at that
+// moment; an entry that a writer which lost the queue still had, delivered
+// to it in a moment when both believed they owned the queue (a Redis
+// restart that rolled ownership back, say), would otherwise stay pending
+// and unrecorded for good.
+func (w *Writer) sweep(ctx context.Context, reading map[string]bool, held []*streamEvent) []*streamEvent {
+	inHand := map[string]bool{}
+	for _, e := range held {
+		inHand[e.stream+"\x00"+e.entry] = true
+	}
+	var out []*streamEvent
+	for q := range reading {
+		evs, err := w.claimPending(ctx, q, w.cfg.StaleAfter)
+		if err != nil {
+			w.log.Warn("history: claiming stale pending events failed", "queue", q, "err", err)
+			continue
+		}
+		n := 0
+		for _, e := range evs {
+			if !inHand[e.stream+"\x00"+e.entry] {
+				out = append(out, e)
+				n++
+			}
+		}
+		if n > 0 {
+			w.log.Warn("history: claimed events left pending too long", "queue", q, "events", n)
+		}
+	}
+	return out
 }
 
 // forgetIdleConsumers removes the group's other consumers that hold no

@@ -40,6 +40,10 @@ type WriterConfig struct {
 	// OwnerTTL is how long a queue's ownership lasts without renewal: the
 	// time another writer needs to take over from one that died. Default 10 s.
 	OwnerTTL time.Duration
+	// StaleAfter is how long a delivered event may stay unacknowledged
+	// before its queue's owner claims it again, whoever it was delivered
+	// to (a safety net: see Writer.sweep). Default 30 s.
+	StaleAfter time.Duration
 	// DiscoverInterval is how often the list of queues is reread (a new
 	// queue's first events wait up to this long). Default 1 s.
 	DiscoverInterval time.Duration
@@ -91,6 +95,9 @@ func (c *WriterConfig) fill() {
 	}
 	if c.OwnerTTL <= 0 {
 		c.OwnerTTL = 10 * time.Second
+	}
+	if c.StaleAfter <= 0 {
+		c.StaleAfter = 30 * time.Second
 	}
 	if c.DiscoverInterval <= 0 {
 		c.DiscoverInterval = time.Second

@@ -3,12 +3,14 @@ package history
 import (
 	"errors"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // TestEveryEventInOrder drives real transitions through the engine
@@ -119,5 +121,48 @@ func TestABatchEntryIsAcknowledgedOnlyWhenWhollyRecorded(t *testing.T) {
 	}
 	if len(w.partial) != 0 {
 		t.Fatalf("%d partial entries remembered after the last part", len(w.partial))
+	}
+}
+
+// An entry delivered to another consumer of the group while this writer
+// already reads the queue (both believed they owned it, as after a Redis
+// restart rolled ownership back) is claimed again once it is stale, and
+// recorded: no take-over would ever pick it up.
+func TestAStalePendingEntryIsClaimedAgain(t *testing.T) {
+	e := newEnv(t)
+	const q = "stale"
+	key := queue.EventStreamKey(q)
+	j := e.submit(q, "t", 1)[0]
+	cfg := testWriterConfig()
+	cfg.StaleAfter = time.Second
+	_, stop := e.startWriter(e.store, cfg)
+	defer stop()
+	waitFor(t, 30*time.Second, "the job recorded", func() bool {
+		return e.count(e.db, JobsCollection) == 1 && e.rdb.XPending(e.ctx, key, DefaultGroup).Val().Count == 0
+	})
+	// A ghost consumer gets the job's next event: added and read in one
+	// transaction, so the writer (blocked on the stream) never sees it.
+	_, err := e.rdb.TxPipelined(e.ctx, func(p redis.Pipeliner) error {
+		p.XAdd(e.ctx, &redis.XAddArgs{Stream: key, Values: []any{"job_id", j.ID, "queue", q, "type", "t",
+			"event", "started", "state", "active", "attempt", "1", "worker_id", "w", "error", "",
+			"at", strconv.FormatInt(time.Now().UnixMilli(), 10)}})
+		p.XReadGroup(e.ctx, &redis.XReadGroupArgs{Group: DefaultGroup, Consumer: "ghost", Streams: []string{key, ">"}, Count: 1, Block: -1})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := e.rdb.XPending(e.ctx, key, DefaultGroup).Val().Count; n != 1 {
+		t.Fatalf("%d entries pending after the ghost's read, want 1", n)
+	}
+	waitFor(t, 30*time.Second, "the ghost's entry recorded and acknowledged", func() bool {
+		return e.rdb.XPending(e.ctx, key, DefaultGroup).Val().Count == 0
+	})
+	var doc jobDoc
+	if err := e.db.Collection(JobsCollection).FindOne(e.ctx, bson.D{{Key: "_id", Value: j.ID}}).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.State != string(job.Active) || doc.Attempt != 1 {
+		t.Fatalf("job document = state %s, attempt %d; want the ghost's started event applied", doc.State, doc.Attempt)
 	}
 }
