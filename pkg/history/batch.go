@@ -20,11 +20,13 @@ func (w *Writer) loop(ctx context.Context) error {
 	tails := map[string]*tail{}  // stream key → what the last reads saw of it
 	var lastRead time.Time
 	lastSweep := time.Now()
+	readFailed := false // a read failed: its entries may be delivered but never seen
 	bo := w.newBackoff()
 	for ctx.Err() == nil {
 		// Follow ownership: drop lost queues, take over gained ones.
 		owned := w.own.owned()
 		var claimed []*streamEvent
+		takenOver := map[string]bool{}
 		ownedSet := make(map[string]bool, len(owned))
 		for _, q := range owned {
 			ownedSet[q] = true
@@ -37,6 +39,7 @@ func (w *Writer) loop(ctx context.Context) error {
 				continue
 			}
 			reading[q] = true
+			takenOver[q] = true
 			claimed = append(claimed, evs...)
 		}
 		for q := range reading {
@@ -44,9 +47,22 @@ func (w *Writer) loop(ctx context.Context) error {
 				delete(reading, q)
 			}
 		}
-		if time.Since(lastSweep) >= w.cfg.StaleAfter/2 {
-			lastSweep = time.Now()
-			claimed = append(claimed, w.sweep(ctx, reading, held)...)
+		if readFailed || time.Since(lastSweep) >= w.cfg.StaleAfter/2 {
+			minIdle := w.cfg.StaleAfter
+			if readFailed {
+				// Redis may have delivered what the failed read asked for
+				// (the reply was lost): take back everything not in hand.
+				minIdle = 0
+			}
+			sweepQs := map[string]bool{}
+			for q := range reading {
+				if !takenOver[q] {
+					sweepQs[q] = true
+				}
+			}
+			evs, ok := w.sweep(ctx, sweepQs, held, minIdle)
+			lastSweep, readFailed = time.Now(), readFailed && !ok
+			claimed = append(claimed, evs...)
 		}
 		held = w.keepOwned(held, reading)
 		unacked = w.keepOwned(unacked, reading)
@@ -81,6 +97,7 @@ func (w *Writer) loop(ctx context.Context) error {
 			if strings.Contains(err.Error(), "NOGROUP") { // a stream was deleted: set it up again
 				clear(reading)
 			}
+			readFailed = true
 			w.log.Warn("history: read failed; retrying", "err", err, "in", bo.delay)
 			bo.wait(ctx)
 			continue
@@ -237,23 +254,27 @@ func (w *Writer) claimPending(ctx context.Context, q string, minIdle time.Durati
 	return out, nil
 }
 
-// sweep claims again the entries of the reading queues pending for longer
-// than StaleAfter that the writer does not have in hand (held holds
-// them). A take-over claims what its queue's pending list holds at that
+// sweep claims again the entries of the reading queues pending for at
+// least minIdle that the writer does not have in hand (held holds them):
+// StaleAfter as a periodic safety net, 0 after a failed read, whose
+// entries Redis may have delivered with a reply that never arrived. A take-over claims what its queue's pending list holds at that
 // moment; an entry that a writer which lost the queue still had, delivered
 // to it in a moment when both believed they owned the queue (a Redis
 // restart that rolled ownership back, say), would otherwise stay pending
 // and unrecorded for good.
-func (w *Writer) sweep(ctx context.Context, reading map[string]bool, held []*streamEvent) []*streamEvent {
+// It reports whether every queue answered. Queues just taken over (their
+// events are in claimed) are left out.
+func (w *Writer) sweep(ctx context.Context, reading map[string]bool, held []*streamEvent, minIdle time.Duration) (out []*streamEvent, ok bool) {
 	inHand := map[string]bool{}
 	for _, e := range held {
 		inHand[e.stream+"\x00"+e.entry] = true
 	}
-	var out []*streamEvent
+	ok = true
 	for q := range reading {
-		evs, err := w.claimPending(ctx, q, w.cfg.StaleAfter)
+		evs, err := w.claimPending(ctx, q, minIdle)
 		if err != nil {
 			w.log.Warn("history: claiming stale pending events failed", "queue", q, "err", err)
+			ok = false
 			continue
 		}
 		n := 0
@@ -264,10 +285,10 @@ func (w *Writer) sweep(ctx context.Context, reading map[string]bool, held []*str
 			}
 		}
 		if n > 0 {
-			w.log.Warn("history: claimed events left pending too long", "queue", q, "events", n)
+			w.log.Warn("history: claimed events left pending", "queue", q, "events", n)
 		}
 	}
-	return out
+	return out, ok
 }
 
 // forgetIdleConsumers removes the group's other consumers that hold no

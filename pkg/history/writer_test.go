@@ -166,3 +166,43 @@ func TestAStalePendingEntryIsClaimedAgain(t *testing.T) {
 		t.Fatalf("job document = state %s, attempt %d; want the ghost's started event applied", doc.State, doc.Attempt)
 	}
 }
+
+// A read whose reply is lost (the connection dropped after Redis delivered
+// the entries) leaves them pending under the writer's own name; after the
+// failed read the writer takes back what it does not hold at once, not
+// only after StaleAfter.
+func TestEntriesOfALostReadAreTakenBack(t *testing.T) {
+	e := newEnv(t)
+	const q = "lostread"
+	key := queue.EventStreamKey(q)
+	j := e.submit(q, "t", 1)[0]
+	cfg := testWriterConfig()
+	cfg.Consumer, cfg.StaleAfter = "me", time.Hour
+	_, stop := e.startWriter(e.store, cfg)
+	defer stop()
+	waitFor(t, 30*time.Second, "the job recorded", func() bool {
+		return e.count(e.db, JobsCollection) == 1 && e.rdb.XPending(e.ctx, key, DefaultGroup).Val().Count == 0
+	})
+	// Redis delivers the next entry to "me", but the writer never sees it.
+	_, err := e.rdb.TxPipelined(e.ctx, func(p redis.Pipeliner) error {
+		p.XAdd(e.ctx, &redis.XAddArgs{Stream: key, Values: []any{"job_id", j.ID, "queue", q, "type", "t",
+			"event", "started", "state", "active", "attempt", "1", "worker_id", "w", "error", "",
+			"at", strconv.FormatInt(time.Now().UnixMilli(), 10)}})
+		p.XReadGroup(e.ctx, &redis.XReadGroupArgs{Group: DefaultGroup, Consumer: "me", Streams: []string{key, ">"}, Count: 1, Block: -1})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Then its connection drops: its blocked read fails.
+	if err := e.rdb.Do(e.ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the lost entry recorded and acknowledged", func() bool {
+		return e.rdb.XPending(e.ctx, key, DefaultGroup).Val().Count == 0
+	})
+	var doc jobDoc
+	if err := e.db.Collection(JobsCollection).FindOne(e.ctx, bson.D{{Key: "_id", Value: j.ID}}).Decode(&doc); err != nil || doc.State != string(job.Active) {
+		t.Fatalf("job document = %+v, %v; want the lost started event applied", doc, err)
+	}
+}
