@@ -102,6 +102,8 @@ func exerciseEveryScript(t *testing.T, ctx context.Context, q *queue.Client, clk
 	}
 	_, err = q.Extend(ctx, name, leases) // extend.lua
 	must(err)
+	_, _, err = q.CompleteAndClaim(ctx, name, nil, 1, "w1") // cycle.lua (nothing left to claim)
+	must(err)
 	_, _, err = q.Progress(ctx, name, leases[0], queue.ProgressReport{Percent: 50})
 	must(err)
 	var out []queue.Outcome

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,11 @@ func (c *Client) ClaimTypes(ctx context.Context, queue string, n int, workerID s
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
+	return parseLeases(res, queue, workerID, now), nil
+}
+
+// parseLeases decodes claim.lua's answer: groups of 10 fields per job.
+func parseLeases(res []string, queue, workerID string, now time.Time) []Lease {
 	const stride = 10
 	out := make([]Lease, 0, len(res)/stride)
 	for i := 0; i+stride <= len(res); i += stride {
@@ -53,7 +59,7 @@ func (c *Client) ClaimTypes(ctx context.Context, queue string, n int, workerID s
 		}
 		out = append(out, Lease{Job: j, Token: r[1]})
 	}
-	return out, nil
+	return out
 }
 
 // OutcomeKind is how an attempt ended.
@@ -95,7 +101,16 @@ func (c *Client) Complete(ctx context.Context, queue string, outcomes []Outcome)
 	if len(outcomes) == 0 {
 		return nil, nil
 	}
-	args := make([]any, 0, 1+6*len(outcomes))
+	res, err := c.run(ctx, c.scripts.complete, c.keysFor(queue), c.opts.Now(), c.outcomeArgs(nil, outcomes)...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("complete: %w", err)
+	}
+	return statuses(res), nil
+}
+
+// outcomeArgs appends complete.lua's arguments for outcomes to args.
+func (c *Client) outcomeArgs(args []any, outcomes []Outcome) []any {
+	args = slices.Grow(args, 1+6*len(outcomes))
 	args = append(args, len(outcomes))
 	for _, o := range outcomes {
 		detail := o.Error
@@ -104,15 +119,40 @@ func (c *Client) Complete(ctx context.Context, queue string, outcomes []Outcome)
 		}
 		args = append(args, o.ID, o.Token, string(o.Kind), detail, o.WorkerID, c.random())
 	}
-	res, err := c.run(ctx, c.scripts.complete, c.keysFor(queue), c.opts.Now(), args...).StringSlice()
-	if err != nil {
-		return nil, fmt.Errorf("complete: %w", err)
-	}
+	return args
+}
+
+func statuses(res []string) []Status {
 	out := make([]Status, len(res))
 	for i, s := range res {
 		out[i] = Status(s)
 	}
-	return out, nil
+	return out
+}
+
+// CompleteAndClaim records outcomes of queue's jobs like Complete, then
+// claims up to n of its jobs like Claim, in one script call: a worker that
+// serves one queue takes new jobs for the slots its finished jobs freed in
+// the round trip that reports them.
+func (c *Client) CompleteAndClaim(ctx context.Context, queue string, outcomes []Outcome, n int, workerID string) ([]Status, []Lease, error) {
+	now := c.opts.Now()
+	args := c.outcomeArgs([]any{n, workerID, c.opts.LeaseTTL.Milliseconds(), ""}, outcomes)
+	res, err := c.run(ctx, c.scripts.cycle, c.keysFor(queue), now, args...).Slice()
+	if err != nil {
+		return nil, nil, fmt.Errorf("complete and claim: %w", err)
+	}
+	if len(res) != 2 {
+		return nil, nil, fmt.Errorf("complete and claim: %d parts in the answer, want 2", len(res))
+	}
+	part := func(v any) []string {
+		l, _ := v.([]any)
+		out := make([]string, len(l))
+		for i, x := range l {
+			out[i], _ = x.(string)
+		}
+		return out
+	}
+	return statuses(part(res[0])), parseLeases(part(res[1]), queue, workerID, now), nil
 }
 
 // Extend renews leases of queue's jobs held by their caller for another

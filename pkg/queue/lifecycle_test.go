@@ -461,3 +461,49 @@ func TestRetryDeadSkipsCancelled(t *testing.T) {
 		t.Fatalf("Retry = %+v, %v", j, err)
 	}
 }
+
+// CompleteAndClaim writes outcomes and claims new jobs in one call, with
+// the same fencing and the same events as Complete then Claim.
+func TestCompleteAndClaim(t *testing.T) {
+	e := newEnv(t)
+	js := e.submit(t, job.Spec{Type: "a"}, job.Spec{Type: "b"}, job.Spec{Type: "c", Priority: job.High}, job.Spec{Type: "d"})
+	first := e.claim(t, "default", 2) // c (high), then a
+	if len(first) != 2 || first[0].Job.ID != js[2].ID || first[1].Job.ID != js[0].ID {
+		t.Fatalf("claimed %v", first)
+	}
+	outs := []queue.Outcome{
+		{ID: first[0].Job.ID, Token: first[0].Token, Kind: queue.OutcomeSucceeded, Result: json.RawMessage(`1`), WorkerID: "w1"},
+		{ID: first[1].Job.ID, Token: "stale", Kind: queue.OutcomeSucceeded, WorkerID: "w1"},
+	}
+	st, ls, err := e.q.CompleteAndClaim(e.ctx, "default", outs, 5, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(st) != "[succeeded stale]" {
+		t.Fatalf("statuses = %v", st)
+	}
+	if len(ls) != 2 || ls[0].Job.ID != js[1].ID || ls[1].Job.ID != js[3].ID || ls[0].Job.Attempt != 1 || ls[0].Job.Type != "b" {
+		t.Fatalf("claimed %+v", ls)
+	}
+	wantState(t, e.get(t, js[2].ID), job.Succeeded)
+	wantState(t, e.get(t, js[0].ID), job.Active) // the stale outcome changed nothing
+	// The new leases hold: completing them works.
+	st, ls2, err := e.q.CompleteAndClaim(e.ctx, "default", []queue.Outcome{
+		{ID: ls[0].Job.ID, Token: ls[0].Token, Kind: queue.OutcomeSucceeded},
+		{ID: ls[1].Job.ID, Token: ls[1].Token, Kind: queue.OutcomeFailed, Error: "boom"},
+	}, 0, "w1")
+	if err != nil || fmt.Sprint(st) != "[succeeded scheduled]" || len(ls2) != 0 {
+		t.Fatalf("second call = %v, %v, %v", st, ls2, err)
+	}
+	var kinds []string
+	for _, ev := range e.events(t, "default") {
+		if ev.Event != job.EventSubmitted {
+			kinds = append(kinds, fmt.Sprint(ev.JobID == js[1].ID, "/", ev.Event))
+		}
+	}
+	// c, a started; c succeeded; b, d started; b succeeded; d failed.
+	want := "[false/started false/started false/succeeded true/started false/started true/succeeded false/failed]"
+	if fmt.Sprint(kinds) != want {
+		t.Fatalf("events = %v\nwant %s", kinds, want)
+	}
+}

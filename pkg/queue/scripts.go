@@ -14,13 +14,20 @@ var luaFS embed.FS
 // and run as a function, after which the events it emitted are written
 // (flush_events in lib.lua): an early return cannot skip them.
 type scripts struct {
-	submit, claim, extend, complete, reclaim, release, promote, cancel, retry, purge, prune, resume *redis.Script
+	submit, claim, extend, complete, cycle, reclaim, release, promote, cancel, retry, purge, prune, resume *redis.Script
 }
 
 func loadScripts() *scripts {
 	lib := mustRead("lib.lua")
+	// parts are scripts other scripts call as functions (cycle.lua).
+	parts := "local function complete_part(ARGV)\n" + mustRead("complete.lua") + "\nend\n" +
+		"local function claim_part(ARGV)\n" + mustRead("claim.lua") + "\nend\n"
 	mk := func(name string) *redis.Script {
-		return redis.NewScript(lib + "\n-- " + strings.Repeat("-", 60) + "\nlocal function main()\n" +
+		pre := ""
+		if name == "cycle.lua" {
+			pre = parts
+		}
+		return redis.NewScript(lib + "\n-- " + strings.Repeat("-", 60) + "\n" + pre + "local function main()\n" +
 			mustRead(name) + "\nend\nlocal out = main()\nflush_events()\nreturn out\n")
 	}
 	return &scripts{
@@ -28,6 +35,7 @@ func loadScripts() *scripts {
 		claim:    mk("claim.lua"),
 		extend:   mk("extend.lua"),
 		complete: mk("complete.lua"),
+		cycle:    mk("cycle.lua"),
 		reclaim:  mk("reclaim.lua"),
 		release:  mk("release.lua"),
 		promote:  mk("promote.lua"),
@@ -40,7 +48,7 @@ func loadScripts() *scripts {
 }
 
 func (s *scripts) all() []*redis.Script {
-	return []*redis.Script{s.submit, s.claim, s.extend, s.complete, s.reclaim, s.release, s.promote, s.cancel, s.retry, s.purge, s.prune, s.resume}
+	return []*redis.Script{s.submit, s.claim, s.extend, s.complete, s.cycle, s.reclaim, s.release, s.promote, s.cancel, s.retry, s.purge, s.prune, s.resume}
 }
 
 func mustRead(name string) string {

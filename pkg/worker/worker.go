@@ -96,6 +96,15 @@ type Worker struct {
 	mu     sync.Mutex
 	active map[string]*running
 
+	// Fused claims (see writeFused): a worker serving one queue claims
+	// jobs for the slots its finished jobs freed in the call that reports
+	// them. claimMu guards stopping against a fused claim starting jobs
+	// while shutdown begins to wait for them.
+	claimMu  sync.RWMutex
+	stopping bool
+	jobsCtx  context.Context
+	jobsWG   *sync.WaitGroup
+
 	slots      chan struct{} // one token per free slot
 	outcomes   chan result
 	pending    sync.WaitGroup // outcomes handed over but not yet written
@@ -179,6 +188,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Jobs run under their own context, cancelled only past the deadline.
 	jobsCtx, stopJobs := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopJobs(errShutdown)
+	var jobsWG sync.WaitGroup
+	w.jobsCtx, w.jobsWG = jobsCtx, &jobsWG
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var bgWG sync.WaitGroup
 	bgWG.Add(4)
@@ -188,8 +199,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer bgWG.Done(); w.watchCancels(bg) }()
 
 	w.log.Info("worker started", "queues", w.names, "concurrency", w.cfg.Concurrency)
-	var jobsWG sync.WaitGroup
 	w.dispatch(ctx, jobsCtx, &jobsWG)
+	w.claimMu.Lock() // no fused claim starts a job from here on
+	w.stopping = true
+	w.claimMu.Unlock()
 
 	// Shutdown: wait for running jobs until the deadline.
 	w.log.Info("worker stopping", "running", w.activeCount(), "timeout", w.cfg.ShutdownTimeout)
@@ -467,7 +480,7 @@ func (w *Worker) write(ctx context.Context, batch []result) {
 	for name, outs := range byQueue {
 		delay := 10 * time.Millisecond
 		for {
-			st, err := w.q.Complete(ctx, name, outs)
+			st, err := w.writeFused(ctx, name, outs)
 			if err == nil {
 				for i, s := range st {
 					w.record(outs[i], s)
@@ -482,6 +495,42 @@ func (w *Worker) write(ctx context.Context, batch []result) {
 			delay = min(2*delay, 2*time.Second)
 		}
 	}
+}
+
+// writeFused reports outcomes of a queue in one call. A worker serving a
+// single queue also claims, in the same call, jobs for the slots that are
+// free (those the reported jobs freed, unless the claim loop took them
+// first) and starts them: one round trip per cycle instead of two. With
+// several queues a claim must try them in order, so the claim loop does it.
+func (w *Worker) writeFused(ctx context.Context, name string, outs []queue.Outcome) ([]queue.Status, error) {
+	if len(w.names) != 1 || w.weighted {
+		return w.q.Complete(ctx, name, outs)
+	}
+	w.claimMu.RLock()
+	defer w.claimMu.RUnlock()
+	free := 0
+	if !w.stopping {
+	take:
+		for free < len(outs) {
+			select {
+			case <-w.slots:
+				free++
+			default:
+				break take
+			}
+		}
+	}
+	st, leases, err := w.q.CompleteAndClaim(ctx, name, outs, free, w.cfg.ID)
+	if err != nil {
+		leases = nil
+	}
+	for _, l := range leases {
+		w.start(w.jobsCtx, name, l, w.jobsWG)
+	}
+	for i := len(leases); i < free; i++ {
+		w.slots <- struct{}{}
+	}
+	return st, err
 }
 
 func (w *Worker) record(o queue.Outcome, s queue.Status) {
