@@ -125,7 +125,6 @@ type stack struct {
 	workers       []*proctest.Proc
 	pollers       []*proctest.Proc
 	db            string // the history's MongoDB database
-	http          *http.Client
 }
 
 func startStack(t *testing.T) *stack {
