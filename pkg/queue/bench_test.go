@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -150,4 +151,84 @@ func BenchmarkSubmitSingle(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 	b.ReportMetric((cpu1-cpu0)*1e6/float64(b.N), "redis-µs/job")
 	b.ReportMetric(float64(cmds1-cmds0)/float64(b.N), "redis-cmds/job")
+}
+
+// BenchmarkCallCost reports, for claim+complete batches of 1 to 50 jobs as
+// two calls (Claim, Complete) or one (CompleteAndClaim), the script time
+// per call and per job and the part of it spent outside Redis commands
+// (Lua and the bridge of each redis.call), from INFO commandstats: what a
+// call costs whatever its size, and what each job adds.
+func BenchmarkCallCost(b *testing.B) {
+	for _, batch := range []int{1, 3, 10, 50} {
+		for _, fused := range []bool{false, true} {
+			name := fmt.Sprintf("batch=%d/separate", batch)
+			if fused {
+				name = fmt.Sprintf("batch=%d/cycle", batch)
+			}
+			b.Run(name, func(b *testing.B) {
+				c := benchClient(b)
+				ctx := context.Background()
+				for done := 0; done < b.N+batch; done += 1000 {
+					if _, err := c.Submit(ctx, benchJobs(b, 1000)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := c.Redis().ConfigResetStat(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				ls, _ := c.Claim(ctx, "default", batch, "bench")
+				calls := 1
+				for done := 0; done < b.N && len(ls) > 0; {
+					outs := make([]queue.Outcome, len(ls))
+					for i, l := range ls {
+						outs[i] = queue.Outcome{ID: l.Job.ID, Token: l.Token, Kind: queue.OutcomeSucceeded}
+					}
+					done += len(ls)
+					var err error
+					if fused {
+						_, ls, err = c.CompleteAndClaim(ctx, "default", outs, min(batch, b.N-done), "bench")
+						calls++
+					} else {
+						if _, err = c.Complete(ctx, "default", outs); err == nil {
+							ls, err = c.Claim(ctx, "default", min(batch, b.N-done), "bench")
+						}
+						calls += 2
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				script, inner := scriptTime(b, c.Redis())
+				b.ReportMetric(script/float64(calls), "script-µs/call")
+				b.ReportMetric((script-inner)/float64(calls), "lua-µs/call")
+				b.ReportMetric(script/float64(b.N), "script-µs/job")
+			})
+		}
+	}
+}
+
+// scriptTime returns the µs Redis spent in EVALSHA since the last CONFIG
+// RESETSTAT, and the part of it in the commands the scripts ran.
+func scriptTime(b *testing.B, rdb redis.UniversalClient) (script, inner float64) {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, _ := strings.Cut(line, ":")
+		if !strings.HasPrefix(k, "cmdstat_") || k == "cmdstat_info" || strings.HasPrefix(k, "cmdstat_config") {
+			continue
+		}
+		_, usec, _ := strings.Cut(v, "usec=")
+		usec, _, _ = strings.Cut(usec, ",")
+		f, _ := strconv.ParseFloat(usec, 64)
+		if k == "cmdstat_evalsha" {
+			script += f
+		} else {
+			inner += f
+		}
+	}
+	return script, inner
 }
