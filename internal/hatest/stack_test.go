@@ -133,8 +133,12 @@ func (s *stack) submit(queue, key string, spec map[string]any, l *ledger) (strin
 	return j.ID, nil
 }
 
-// load submits to queues round robin every interval until stop is closed.
-func (s *stack) load(queues []string, interval time.Duration, l *ledger, stop <-chan struct{}, errs chan<- error) *sync.WaitGroup {
+// load submits to queues round robin every interval until the returned
+// stop is called; stop waits for the load to end and fails the test if a
+// submit got no answer (the client's timeout is 30 s).
+func (s *stack) load(queues []string, interval time.Duration, l *ledger) (stop func()) {
+	done := make(chan struct{})
+	errs := make(chan error, 1)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -143,7 +147,7 @@ func (s *stack) load(queues []string, interval time.Duration, l *ledger, stop <-
 		defer tick.Stop()
 		for n := 0; ; n++ {
 			select {
-			case <-stop:
+			case <-done:
 				return
 			case <-tick.C:
 			}
@@ -160,7 +164,15 @@ func (s *stack) load(queues []string, interval time.Duration, l *ledger, stop <-
 			}
 		}
 	}()
-	return &wg
+	return func() {
+		close(done)
+		wg.Wait()
+		select {
+		case err := <-errs:
+			s.t.Errorf("a submit got no answer within 30 s: %v", err)
+		default:
+		}
+	}
 }
 
 // state returns a job's state through the API ("" when not found).
