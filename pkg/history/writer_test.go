@@ -130,36 +130,19 @@ func TestABatchEntryIsAcknowledgedOnlyWhenWhollyRecorded(t *testing.T) {
 // recorded: no take-over would ever pick it up.
 func TestAStalePendingEntryIsClaimedAgain(t *testing.T) {
 	e := newEnv(t)
-	const q = "stale"
-	key := queue.EventStreamKey(q)
-	j := e.submit(q, "t", 1)[0]
 	cfg := testWriterConfig()
 	cfg.StaleAfter = time.Second
-	_, stop := e.startWriter(e.store, cfg)
-	defer stop()
-	waitFor(t, 30*time.Second, "the job recorded", func() bool {
-		return e.count(e.db, JobsCollection) == 1 && e.rdb.XPending(e.ctx, key, DefaultGroup).Val().Count == 0
-	})
-	// A ghost consumer gets the job's next event: added and read in one
-	// transaction, so the writer (blocked on the stream) never sees it.
-	_, err := e.rdb.TxPipelined(e.ctx, func(p redis.Pipeliner) error {
-		p.XAdd(e.ctx, &redis.XAddArgs{Stream: key, Values: []any{"job_id", j.ID, "queue", q, "type", "t",
-			"event", "started", "state", "active", "attempt", "1", "worker_id", "w", "error", "",
-			"at", strconv.FormatInt(time.Now().UnixMilli(), 10)}})
-		p.XReadGroup(e.ctx, &redis.XReadGroupArgs{Group: DefaultGroup, Consumer: "ghost", Streams: []string{key, ">"}, Count: 1, Block: -1})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, key := e.recordOne("stale", cfg)
+	// A ghost consumer gets the job's next event; the writer never sees it.
+	e.deliverUnseen(key, j, "ghost")
 	if n := e.rdb.XPending(e.ctx, key, DefaultGroup).Val().Count; n != 1 {
 		t.Fatalf("%d entries pending after the ghost's read, want 1", n)
 	}
 	waitFor(t, 30*time.Second, "the ghost's entry recorded and acknowledged", func() bool {
 		return e.rdb.XPending(e.ctx, key, DefaultGroup).Val().Count == 0
 	})
-	var doc jobDoc
-	if err := e.db.Collection(JobsCollection).FindOne(e.ctx, bson.D{{Key: "_id", Value: j.ID}}).Decode(&doc); err != nil {
+	doc, err := e.jobDoc(j.ID)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if doc.State != string(job.Active) || doc.Attempt != 1 {
@@ -173,27 +156,11 @@ func TestAStalePendingEntryIsClaimedAgain(t *testing.T) {
 // only after StaleAfter.
 func TestEntriesOfALostReadAreTakenBack(t *testing.T) {
 	e := newEnv(t)
-	const q = "lostread"
-	key := queue.EventStreamKey(q)
-	j := e.submit(q, "t", 1)[0]
 	cfg := testWriterConfig()
 	cfg.Consumer, cfg.StaleAfter = "me", time.Hour
-	_, stop := e.startWriter(e.store, cfg)
-	defer stop()
-	waitFor(t, 30*time.Second, "the job recorded", func() bool {
-		return e.count(e.db, JobsCollection) == 1 && e.rdb.XPending(e.ctx, key, DefaultGroup).Val().Count == 0
-	})
+	j, key := e.recordOne("lostread", cfg)
 	// Redis delivers the next entry to "me", but the writer never sees it.
-	_, err := e.rdb.TxPipelined(e.ctx, func(p redis.Pipeliner) error {
-		p.XAdd(e.ctx, &redis.XAddArgs{Stream: key, Values: []any{"job_id", j.ID, "queue", q, "type", "t",
-			"event", "started", "state", "active", "attempt", "1", "worker_id", "w", "error", "",
-			"at", strconv.FormatInt(time.Now().UnixMilli(), 10)}})
-		p.XReadGroup(e.ctx, &redis.XReadGroupArgs{Group: DefaultGroup, Consumer: "me", Streams: []string{key, ">"}, Count: 1, Block: -1})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.deliverUnseen(key, j, "me")
 	// Then its connection drops: its blocked read fails.
 	if err := e.rdb.Do(e.ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Err(); err != nil {
 		t.Fatal(err)
@@ -201,8 +168,46 @@ func TestEntriesOfALostReadAreTakenBack(t *testing.T) {
 	waitFor(t, 20*time.Second, "the lost entry recorded and acknowledged", func() bool {
 		return e.rdb.XPending(e.ctx, key, DefaultGroup).Val().Count == 0
 	})
-	var doc jobDoc
-	if err := e.db.Collection(JobsCollection).FindOne(e.ctx, bson.D{{Key: "_id", Value: j.ID}}).Decode(&doc); err != nil || doc.State != string(job.Active) {
+	if doc, err := e.jobDoc(j.ID); err != nil || doc.State != string(job.Active) {
 		t.Fatalf("job document = %+v, %v; want the lost started event applied", doc, err)
 	}
+}
+
+// recordOne submits one job to q and runs a writer with cfg until the job
+// is recorded and its entry acknowledged; it returns the job and q's
+// stream key. The writer stops with the test.
+func (e *env) recordOne(q string, cfg WriterConfig) (*job.Job, string) {
+	e.t.Helper()
+	key := queue.EventStreamKey(q)
+	j := e.submit(q, "t", 1)[0]
+	_, stop := e.startWriter(e.store, cfg)
+	e.t.Cleanup(stop)
+	waitFor(e.t, 30*time.Second, "the job recorded", func() bool {
+		return e.count(e.db, JobsCollection) == 1 && e.rdb.XPending(e.ctx, key, DefaultGroup).Val().Count == 0
+	})
+	return j, key
+}
+
+// deliverUnseen adds j's started event to the stream at key and delivers
+// it to consumer in one transaction, so that a writer blocked on the
+// stream never sees it.
+func (e *env) deliverUnseen(key string, j *job.Job, consumer string) {
+	e.t.Helper()
+	_, err := e.rdb.TxPipelined(e.ctx, func(p redis.Pipeliner) error {
+		p.XAdd(e.ctx, &redis.XAddArgs{Stream: key, Values: []any{"job_id", j.ID, "queue", j.Queue, "type", j.Type,
+			"event", "started", "state", "active", "attempt", "1", "worker_id", "w", "error", "",
+			"at", strconv.FormatInt(time.Now().UnixMilli(), 10)}})
+		p.XReadGroup(e.ctx, &redis.XReadGroupArgs{Group: DefaultGroup, Consumer: consumer, Streams: []string{key, ">"}, Count: 1, Block: -1})
+		return nil
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// jobDoc reads job id's document.
+func (e *env) jobDoc(id string) (jobDoc, error) {
+	var doc jobDoc
+	err := e.db.Collection(JobsCollection).FindOne(e.ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc)
+	return doc, err
 }
