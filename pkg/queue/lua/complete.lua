@@ -25,7 +25,7 @@ for i = 1, n do
   local jk = JOB .. id
   local cur, attempt, jtype
   if act[i] then
-    cur, attempt, jtype = parse_active(act[i])
+    cur, attempt, jtype = string.match(act[i], '^(%S+) (%S+) (.+)$') -- see K_ACTIVE
   else
     -- No entry: not active, or claimed by a release that kept no K_ACTIVE
     -- (an upgrade): the job hash decides.

@@ -32,10 +32,6 @@ local K_TOMB = QK .. 'tomb' -- hash: id → priority of cancelled ids still in a
 -- checks every token with one HMGET instead of reading each job's hash.
 local K_ACTIVE = QK .. 'active'
 
--- parse_active splits an entry of K_ACTIVE into token, attempt and type.
-local function parse_active(v)
-  return string.match(v, '^(%S+) (%S+) (.+)$')
-end
 
 -- ms formats a number of milliseconds as an integer string (tostring would
 -- give "1.7e+12").
