@@ -108,6 +108,8 @@ type Job struct {
 	RunAt          time.Time       `json:"run_at"`
 	DependsOn      []string        `json:"depends_on,omitempty"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	Group          string          `json:"group,omitempty"`
+	Traceparent    string          `json:"traceparent,omitempty"`
 	CreatedAt      time.Time       `json:"created_at"`
 	StartedAt      *time.Time      `json:"started_at,omitempty"`
 	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
@@ -117,6 +119,9 @@ type Job struct {
 	// Progress is what the running attempt last reported (0..100 and a
 	// message); nil when it reported none.
 	Progress *Progress `json:"progress,omitempty"`
+	// ThrottledBy names the limit a queued job waits for (see
+	// docs/flow-control.md); empty when none holds it back.
+	ThrottledBy string `json:"throttled_by,omitempty"`
 }
 
 // Progress is a running job's reported progress.

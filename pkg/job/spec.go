@@ -28,7 +28,22 @@ var DefaultBackoff = Backoff{BaseSeconds: 5, MaxSeconds: 3600}
 var (
 	queueRe = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
 	typeRe  = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
+	groupRe = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,128}$`)
+	traceRe = regexp.MustCompile(`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
 )
+
+// ValidGroup reports whether name is a valid fairness group.
+func ValidGroup(name string) bool { return groupRe.MatchString(name) }
+
+// ValidTraceparent reports whether s is a W3C traceparent of a version
+// this code reads: two hex digits of version (not ff), a trace id and a
+// parent id that are not all zeros, and the flags.
+func ValidTraceparent(s string) bool {
+	if !traceRe.MatchString(s) || s[:2] == "ff" {
+		return false
+	}
+	return strings.Trim(s[3:35], "0") != "" && strings.Trim(s[36:52], "0") != ""
+}
 
 // ValidQueue reports whether name is a valid queue name.
 func ValidQueue(name string) bool { return queueRe.MatchString(name) }
@@ -74,6 +89,11 @@ type Spec struct {
 	DelaySeconds   *float64        `json:"delay_seconds,omitempty"`
 	DependsOn      []string        `json:"depends_on,omitempty"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	// Group is the job's fairness group (a tenant): within one priority
+	// of a queue, groups take turns (see docs/flow-control.md).
+	Group string `json:"group,omitempty"`
+	// Traceparent is a W3C trace context the job's handler span continues.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // Build validates s and returns the job it describes, with an id, defaults
@@ -92,6 +112,8 @@ func (s *Spec) Build(now time.Time) (*Job, error) {
 		Backoff:        DefaultBackoff,
 		RunAt:          now,
 		IdempotencyKey: s.IdempotencyKey,
+		Group:          s.Group,
+		Traceparent:    s.Traceparent,
 		CreatedAt:      now,
 	}
 	if j.Queue == "" {
@@ -173,6 +195,12 @@ func (s *Spec) Build(now time.Time) (*Job, error) {
 	j.DependsOn = s.DependsOn
 	if len(s.IdempotencyKey) > MaxIdempotencyKeyLen {
 		return nil, fieldErr("idempotency_key", "must be at most %d bytes", MaxIdempotencyKeyLen)
+	}
+	if s.Group != "" && !ValidGroup(s.Group) {
+		return nil, fieldErr("group", "must match [A-Za-z0-9_.:@-]{1,128}")
+	}
+	if s.Traceparent != "" && !ValidTraceparent(s.Traceparent) {
+		return nil, fieldErr("traceparent", "must be a W3C traceparent: 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>")
 	}
 	j.RunAt = j.RunAt.UTC()
 	j.CreatedAt = j.CreatedAt.UTC()

@@ -87,12 +87,16 @@ func exerciseEveryScript(t *testing.T, ctx context.Context, q *queue.Client, clk
 		return j
 	}
 	three, one, at := 3, 1, clk.Now().Add(time.Minute)
-	parent := build(job.Spec{MaxAttempts: &three})
+	// A limit over every job and a group put the flow-control keys
+	// (limit.lua, parked sets, group lists) to the slot test too.
+	_, err := q.SetLimit(ctx, name, queue.Limit{Name: "l", Key: "k", Concurrency: 5, Rate: &queue.Rate{Limit: 100, PeriodSeconds: 60}}) // limit.lua
+	must(err)
+	parent := build(job.Spec{MaxAttempts: &three, Group: "g"})
 	child := build(job.Spec{})
 	child.DependsOn = []string{parent.ID}
 	keyed := build(job.Spec{IdempotencyKey: "k-" + name, MaxAttempts: &one})
 	later := build(job.Spec{RunAt: &at})
-	_, err := q.Submit(ctx, []*job.Job{parent, child, keyed, later}) // submit.lua
+	_, err = q.Submit(ctx, []*job.Job{parent, child, keyed, later}) // submit.lua
 	must(err)
 
 	leases, err := q.Claim(ctx, name, 10, "w1") // claim.lua
@@ -148,6 +152,7 @@ func exerciseEveryScript(t *testing.T, ctx context.Context, q *queue.Client, clk
 	must(err)
 	must(q.Pause(ctx, name))
 	must(q.Resume(ctx, name)) // resume.lua
+	must(q.DeleteLimit(ctx, name, "l"))
 }
 
 // TestClusterWaitForWorkWaitsOnAllShards checks that a worker serving queues

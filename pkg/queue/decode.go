@@ -42,6 +42,8 @@ func DecodeJob(h map[string]string) *job.Job {
 		TimeoutSeconds: atoi(h["timeout"]),
 		Backoff:        job.Backoff{BaseSeconds: f64(h["backoff_base"]), MaxSeconds: f64(h["backoff_max"])},
 		IdempotencyKey: h["idempotency_key"],
+		Group:          h["group"],
+		Traceparent:    h["traceparent"],
 		StartedAt:      opt(h["started_at"]),
 		FinishedAt:     opt(h["finished_at"]),
 		WorkerID:       h["worker_id"],
@@ -58,6 +60,9 @@ func DecodeJob(h map[string]string) *job.Job {
 	}
 	if r := h["result"]; r != "" {
 		j.Result = json.RawMessage(r)
+	}
+	if p := h["parked"]; p != "" && j.State == job.Queued {
+		j.ThrottledBy, _, _ = strings.Cut(p, "|") // a slot: "<limit>|<key>"
 	}
 	if d := h["depends_on"]; d != "" {
 		j.DependsOn = strings.Split(d, ",")

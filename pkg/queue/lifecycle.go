@@ -37,9 +37,9 @@ func (c *Client) ClaimTypes(ctx context.Context, queue string, n int, workerID s
 	return parseLeases(res, queue, workerID, now), nil
 }
 
-// parseLeases decodes claim.lua's answer: groups of 10 fields per job.
+// parseLeases decodes claim.lua's answer: groups of 12 fields per job.
 func parseLeases(res []string, queue, workerID string, now time.Time) []Lease {
-	const stride = 10
+	const stride = 12
 	out := make([]Lease, 0, len(res)/stride)
 	for i := 0; i+stride <= len(res); i += stride {
 		r := res[i : i+stride]
@@ -53,6 +53,7 @@ func parseLeases(res []string, queue, workerID string, now time.Time) []Lease {
 			ID: r[0], Queue: queue, Type: r[2], Priority: job.Priority(r[7]), State: job.Active,
 			Attempt: attempt, MaxAttempts: maxAttempts, TimeoutSeconds: timeout,
 			CreatedAt: msTime(created), RunAt: msTime(runAt), StartedAt: &started, WorkerID: workerID,
+			Group: r[10], Traceparent: r[11],
 		}
 		if r[3] != "" {
 			j.Payload = json.RawMessage(r[3])

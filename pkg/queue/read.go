@@ -91,17 +91,21 @@ func (c *Client) getIn(ctx context.Context, k *queueKeys, id string) (*job.Job, 
 
 // QueueStats is a queue's counts, as GET /v1/queues reports them.
 type QueueStats struct {
-	Name               string           `json:"name"`
-	Paused             bool             `json:"paused"`
-	Queued             map[string]int64 `json:"queued"`
-	Scheduled          int64            `json:"scheduled"`
-	Active             int64            `json:"active"`
-	Waiting            int64            `json:"waiting"`
-	Dead               int64            `json:"dead"`
-	SubmittedTotal     int64            `json:"submitted_total"`
-	SucceededTotal     int64            `json:"succeeded_total"`
-	FailedTotal        int64            `json:"failed_total"`
-	ProcessedPerSecond float64          `json:"processed_per_second"`
+	Name   string           `json:"name"`
+	Paused bool             `json:"paused"`
+	Queued map[string]int64 `json:"queued"`
+	// Throttled counts queued jobs a limit holds back (not in Queued).
+	Throttled          int64   `json:"throttled"`
+	Scheduled          int64   `json:"scheduled"`
+	Active             int64   `json:"active"`
+	Waiting            int64   `json:"waiting"`
+	Dead               int64   `json:"dead"`
+	SubmittedTotal     int64   `json:"submitted_total"`
+	SucceededTotal     int64   `json:"succeeded_total"`
+	FailedTotal        int64   `json:"failed_total"`
+	ProcessedPerSecond float64 `json:"processed_per_second"`
+	// Limits are the queue's limits (docs/flow-control.md).
+	Limits []LimitStatus `json:"limits"`
 }
 
 // rateWindow is how many whole seconds processed_per_second averages over.
@@ -127,6 +131,7 @@ func (c *Client) stats(ctx context.Context, queues []string, window int64) ([]Qu
 	type cmds struct {
 		high, normal, low, sched, active, waiting, dead, paused *redis.IntCmd
 		totals                                                  *redis.SliceCmd
+		limits, limstat                                         *redis.MapStringStringCmd
 		rate                                                    []*redis.StringCmd
 	}
 	all := make([]cmds, len(queues))
@@ -141,7 +146,10 @@ func (c *Client) stats(ctx context.Context, queues []string, window int64) ([]Qu
 			waiting: pipe.ZCard(ctx, k.key(kWaiting)),
 			dead:    pipe.ZCard(ctx, k.key(kDead)),
 			paused:  pipe.Exists(ctx, k.key(kPaused)),
-			totals:  pipe.HMGet(ctx, k.key(kStats), "submitted_total", "succeeded_total", "failed_total", "tomb_high", "tomb_normal", "tomb_low"),
+			totals: pipe.HMGet(ctx, k.key(kStats), "submitted_total", "succeeded_total", "failed_total", "tomb_high", "tomb_normal", "tomb_low",
+				"grouped_high", "grouped_normal", "grouped_low", "markers_high", "markers_normal", "markers_low"),
+			limits:  pipe.HGetAll(ctx, k.tag+"limits"),
+			limstat: pipe.HGetAll(ctx, k.tag+"limstat"),
 		}
 		for s := int64(1); s <= window; s++ {
 			cm.rate = append(cm.rate, pipe.Get(ctx, k.tput(nowSec-s)))
@@ -171,8 +179,16 @@ func (c *Client) stats(ctx context.Context, queues []string, window int64) ([]Qu
 		out[i] = QueueStats{
 			Name:   q,
 			Paused: cm.paused.Val() == 1,
-			// Cancelled ids wait in the lists as tombstones until a claim drops them.
-			Queued:             map[string]int64{"high": max(cm.high.Val()-num(3), 0), "normal": max(cm.normal.Val()-num(4), 0), "low": max(cm.low.Val()-num(5), 0)},
+			// Cancelled ids wait in the lists as tombstones until a claim
+			// drops them; a group's jobs wait in its own list, and the
+			// priority list holds one marker for it (see lua/lib.lua).
+			Queued: map[string]int64{
+				"high":   max(cm.high.Val()-num(3)+num(6)-num(9), 0),
+				"normal": max(cm.normal.Val()-num(4)+num(7)-num(10), 0),
+				"low":    max(cm.low.Val()-num(5)+num(8)-num(11), 0),
+			},
+			Throttled:          throttledTotal(cm.limstat.Val()),
+			Limits:             limitStatuses(cm.limits.Val(), cm.limstat.Val()),
 			Scheduled:          cm.sched.Val(),
 			Active:             cm.active.Val(),
 			Waiting:            cm.waiting.Val(),

@@ -14,7 +14,7 @@ var luaFS embed.FS
 // and run as a function, after which the events it emitted are written
 // (flush_events in lib.lua): an early return cannot skip them.
 type scripts struct {
-	submit, claim, extend, complete, cycle, reclaim, release, promote, cancel, retry, purge, prune, resume *redis.Script
+	submit, claim, extend, complete, cycle, reclaim, release, promote, cancel, retry, purge, prune, resume, limit *redis.Script
 }
 
 func loadScripts() *scripts {
@@ -44,11 +44,12 @@ func loadScripts() *scripts {
 		purge:    mk("purge.lua"),
 		prune:    mk("prune.lua"),
 		resume:   mk("resume.lua"),
+		limit:    mk("limit.lua"),
 	}
 }
 
 func (s *scripts) all() []*redis.Script {
-	return []*redis.Script{s.submit, s.claim, s.extend, s.complete, s.cycle, s.reclaim, s.release, s.promote, s.cancel, s.retry, s.purge, s.prune, s.resume}
+	return []*redis.Script{s.submit, s.claim, s.extend, s.complete, s.cycle, s.reclaim, s.release, s.promote, s.cancel, s.retry, s.purge, s.prune, s.resume, s.limit}
 }
 
 func mustRead(name string) string {

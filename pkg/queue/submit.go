@@ -193,7 +193,7 @@ func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*j
 			return nil, err
 		}
 	}
-	args := make([]any, 0, 3+12*len(idx))
+	args := make([]any, 0, 9+14*len(idx))
 	dry := "0"
 	if dryRun {
 		dry = "1"
@@ -216,7 +216,7 @@ func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*j
 		payload := string(j.Payload)
 		args = append(args, j.ID, j.Type, payload, string(j.Priority), j.MaxAttempts, j.TimeoutSeconds,
 			j.Backoff.BaseSeconds, j.Backoff.MaxSeconds, j.RunAt.UnixMilli(), j.CreatedAt.UnixMilli(),
-			j.IdempotencyKey, strings.Join(j.DependsOn, ","))
+			j.IdempotencyKey, strings.Join(j.DependsOn, ","), j.Group, j.Traceparent)
 	}
 	var res []string
 	var err error

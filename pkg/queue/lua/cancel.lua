@@ -7,7 +7,7 @@
 -- job already final, or {'not_found'}.
 local id = ARGV[6]
 local jk = JOB .. id
-local f = redis.call('HMGET', jk, 'type', 'state', 'attempt', 'priority', 'worker_id')
+local f = redis.call('HMGET', jk, 'type', 'state', 'attempt', 'priority', 'worker_id', 'parked')
 if not f[2] then return {'not_found'} end
 local state = f[2]
 if state == 'succeeded' or state == 'dead' or state == 'cancelled' then return {'conflict', state} end
@@ -16,14 +16,16 @@ if state == 'waiting' then
   return {'ok', state}
 elseif state == 'scheduled' then
   redis.call('ZREM', K_SCHED, id)
+elseif state == 'queued' and f[6] then
+  -- Held back by a limit: it leaves the slot's parked set.
+  unpark_id(id, f[6])
 elseif state == 'queued' then
   -- O(1): the id stays in its list as a tombstone that claim drops (an
   -- LREM would scan the whole list).
   redis.call('HSET', K_TOMB, id, f[4])
   redis.call('HINCRBY', K_STATS, 'tomb_' .. f[4], 1)
 elseif state == 'active' then
-  redis.call('ZREM', K_LEASES, id)
-  redis.call('HDEL', K_ACTIVE, id)
+  end_lease(id, nil)
   redis.call('PUBLISH', CANCEL_CHANNEL, id)
 end
 finish(id, 'cancelled', {'token', ''})

@@ -10,8 +10,13 @@
 -- lease_now). The holder renews the entry with extend.lua while the job
 -- runs; every later transition checks the token. Ids of cancelled jobs still in a
 -- list (tombstones, see cancel.lua) are dropped on the way. Returns a flat
--- list of groups of 10: id, token, type, payload, attempt, max_attempts,
--- timeout_seconds, priority, created_at, run_at. An empty reply when the
+-- list of groups of 12: id, token, type, payload, attempt, max_attempts,
+-- timeout_seconds, priority, created_at, run_at, group, traceparent.
+-- A marker "~<group>" taken off a list stands for its group's next job
+-- (see enqueue in lib.lua). A job that one of the queue's limits has no
+-- room for is parked (see park), not claimed; at most PARK_MAX are parked
+-- per call, so that a long run of held-back jobs never makes one call
+-- long (the next call goes on). An empty reply when the
 -- queue is paused or empty; the signal list is then cleared, so the caller
 -- can block on it and be woken by the next submit.
 if redis.call('EXISTS', K_PAUSED) == 1 then return {} end
@@ -24,18 +29,21 @@ if ARGV[9] and ARGV[9] ~= '' then
   types = {}
   for t in string.gmatch(ARGV[9], '[^,]+') do types[t] = true end
 end
+local PARK_MAX = 1000
 local expiry = nil
 local out = {}
 local leases = {} -- score, member pairs for the lease set
 local actives = {} -- field, value pairs for K_ACTIVE
 local fence = nil
+local gate = limits_gate()
+local parked = 0
 -- next_token hands out fencing tokens from one range reserved on first use.
 local function next_token()
   if fence == nil then fence = redis.call('INCRBY', K_FENCE, n) - n end
   fence = fence + 1
   return fence
 end
-local FIELDS = {'type', 'payload', 'attempt', 'max_attempts', 'timeout', 'priority', 'created_at', 'run_at', 'state'}
+local FIELDS = {'type', 'payload', 'attempt', 'max_attempts', 'timeout', 'priority', 'created_at', 'run_at', 'state', 'group', 'traceparent'}
 
 -- drop forgets a tombstone (or the id of a pruned job) taken off a list.
 local function drop(id, prio)
@@ -44,63 +52,119 @@ local function drop(id, prio)
   end
 end
 
--- take claims id, just popped from its list, whose hash fields are f (a
--- queued job).
+-- Changes to the stats hash's group counts, written once at the end.
+local gdelta = {}
+local function gcount(field, d) gdelta[field] = (gdelta[field] or 0) + d end
+
+-- group_next takes the next job of the group a marker stands for, just
+-- popped from list (priority prio), and puts the marker back at the
+-- list's tail while the group has more. Nil for a marker whose group list
+-- is empty.
+local function group_next(list, prio, marker)
+  local gl = group_list(prio, string.sub(marker, 2))
+  local id = redis.call('RPOP', gl)
+  if id then
+    gcount('grouped_' .. prio, -1)
+    if redis.call('LLEN', gl) > 0 then
+      redis.call('LPUSH', list, marker)
+      return id
+    end
+  end
+  gcount('markers_' .. prio, -1)
+  return id
+end
+
+-- take claims id, just taken off its list, whose hash fields are f (a
+-- queued job), or parks it when a limit has no room for it.
 -- Numbers are turned into strings once here: Lua formats a number with
 -- sprintf each time one is passed to redis.call.
 local function take(id, f)
+  local picks = nil
+  if gate then
+    local ok, p, at = gate.check(f[1], f[2])
+    if not ok then
+      park(id, f[6], p, at)
+      parked = parked + 1
+      return
+    end
+    picks = p
+  end
   local token = ms(next_token())
   if expiry == nil then expiry = ms(lease_now() + ttl) end
   local attempt = tostring(tonumber(f[3]) + 1)
+  local rec = token .. ' ' .. attempt .. ' ' .. f[1]
+  if picks and #picks > 0 then
+    local held = gate.take(picks, id .. ':' .. token)
+    if held ~= '' then rec = rec .. ' ' .. held end
+  end
   leases[#leases + 1] = expiry
   leases[#leases + 1] = id
   actives[#actives + 1] = id
-  actives[#actives + 1] = token .. ' ' .. attempt .. ' ' .. f[1]
+  actives[#actives + 1] = rec
   redis.call('HSET', JOB .. id, 'state', 'active', 'attempt', attempt, 'token', token,
     'worker_id', worker, 'started_at', NOW_S)
   emit(id, f[1], 'started', 'active', attempt, worker, '')
   local o = #out
   out[o + 1] = id; out[o + 2] = token; out[o + 3] = f[1]; out[o + 4] = f[2]
   out[o + 5] = attempt; out[o + 6] = f[4]; out[o + 7] = f[5]; out[o + 8] = f[6]
-  out[o + 9] = f[7]; out[o + 10] = f[8]
+  out[o + 9] = f[7]; out[o + 10] = f[8]; out[o + 11] = f[10] or ''; out[o + 12] = f[11] or ''
   need = need - 1
 end
 
+-- consider claims (or drops, or parks) one id taken off a list.
+local function consider(id, f)
+  if f[9] ~= 'queued' then
+    drop(id, f[6])
+  else
+    take(id, f)
+  end
+end
+
 local popped = false
-for _, list in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
+for pi, list in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
+  local prio = PRIORITIES[pi]
   if types then
     -- One at a time: look at the next job before taking it.
-    while need > 0 do
+    while need > 0 and parked < PARK_MAX do
       local id = redis.call('LINDEX', list, -1)
       if not id then break end
       popped = true
-      local f = redis.call('HMGET', JOB .. id, unpack(FIELDS))
-      if f[9] ~= 'queued' then
-        redis.call('RPOP', list)
-        drop(id, f[6])
-      elseif not types[f[1]] then
-        break
-      else
-        redis.call('RPOP', list)
-        take(id, f)
+      local gl = nil
+      if string.byte(id, 1) == 126 then -- '~': a group's turn
+        gl = group_list(prio, string.sub(id, 2))
+        local gid = redis.call('LINDEX', gl, -1)
+        if not gid then
+          redis.call('RPOP', list)
+          gcount('markers_' .. prio, -1)
+        end
+        id = gid
+      end
+      if id then
+        local f = redis.call('HMGET', JOB .. id, unpack(FIELDS))
+        if f[9] == 'queued' and not types[f[1]] then break end
+        if gl then
+          id = group_next(list, prio, redis.call('RPOP', list))
+        else
+          redis.call('RPOP', list)
+        end
+        consider(id, f)
       end
     end
   else
-    while need > 0 do
+    while need > 0 and parked < PARK_MAX do
       local ids = redis.call('RPOP', list, need)
       if not ids then break end
       popped = true
       for _, id in ipairs(ids) do
-        local f = redis.call('HMGET', JOB .. id, unpack(FIELDS))
-        if f[9] ~= 'queued' then
-          drop(id, f[6])
-        else
-          take(id, f)
-        end
+        if string.byte(id, 1) == 126 then id = group_next(list, prio, id) end
+        if id then consider(id, redis.call('HMGET', JOB .. id, unpack(FIELDS))) end
       end
     end
   end
-  if need <= 0 then break end
+  if need <= 0 or parked >= PARK_MAX then break end
+end
+for field, d in pairs(gdelta) do
+  if d ~= 0 then redis.call('HINCRBY', K_STATS, field, d) end
 end
 if #leases == 0 then
   if not popped then redis.call('DEL', K_SIGNAL) end

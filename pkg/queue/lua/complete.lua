@@ -23,9 +23,9 @@ for i = 1, n do
   local b = 7 + (i - 1) * 6
   local id, token, outcome, detail, worker, r = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
   local jk = JOB .. id
-  local cur, attempt, jtype
+  local cur, attempt, jtype, slots
   if act[i] then
-    cur, attempt, jtype = string.match(act[i], '^(%S+) (%S+) (.+)$') -- see K_ACTIVE
+    cur, attempt, jtype, slots = string.match(act[i], '^(%S+) (%S+) (%S+) ?(%S*)$') -- see K_ACTIVE
   else
     -- No entry: not active, or claimed by a release that kept no K_ACTIVE
     -- (an upgrade): the job hash decides.
@@ -42,12 +42,13 @@ for i = 1, n do
       fin[#fin + 1] = id
       deps_keys[#deps_keys + 1] = QK .. 'dependents:' .. id
       redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'result', detail, 'token', '')
+      if slots and slots ~= '' then free_slots(slots) end
       succeeded = succeeded + 1
       emit(id, jtype, 'succeeded', 'succeeded', attempt, worker, '')
       out[i] = 'succeeded'
     else
-      local p = redis.call('HMGET', jk, 'max_attempts', 'backoff_base', 'backoff_max', 'priority')
-      out[i] = retry_or_bury(id, {jtype, attempt, p[1], p[2], p[3], p[4]}, detail, outcome == 'fail', tonumber(r), 'failed', worker)
+      local p = redis.call('HMGET', jk, 'max_attempts', 'backoff_base', 'backoff_max', 'priority', 'group')
+      out[i] = retry_or_bury(id, {jtype, attempt, p[1], p[2], p[3], p[4], p[5]}, detail, outcome == 'fail', tonumber(r), 'failed', worker, slots)
     end
   end
 end

@@ -64,9 +64,40 @@ local function count_minute(what, n)
   redis.call('HINCRBY', QK .. 'minutes', string.format('%d:%s', math.floor(NOW / 60000), what), n)
 end
 
+local PRIORITIES = {'high', 'normal', 'low'}
+
 local function list_for(prio)
   if prio == 'high' then return K_HIGH elseif prio == 'low' then return K_LOW end
   return K_NORMAL
+end
+
+-- Fairness groups (docs/flow-control.md). The ready jobs of a group wait
+-- in the group's own list, one per priority; the priority list holds one
+-- marker "~<group>" for the group while that list is not empty. A claim
+-- that pops a marker takes the group's next job and, when the group has
+-- more, puts the marker back at the tail: groups take turns with each
+-- other and with ungrouped jobs. Job ids are ULIDs, which never start
+-- with "~". The stats hash counts grouped_<prio> (ids in group lists) and
+-- markers_<prio> (markers in the priority list) so that queue depths stay
+-- exact.
+local function group_list(prio, group) return QK .. 'grp:' .. (prio or 'normal') .. ':' .. group end
+
+-- enqueue puts a ready job into its priority list, or its group's list:
+-- at the tail (the back of the line), or at the head when head is true
+-- (a job given back goes first).
+local function enqueue(id, prio, group, head)
+  local list = list_for(prio)
+  local push = head and 'RPUSH' or 'LPUSH'
+  if group == nil or group == false or group == '' then
+    redis.call(push, list, id)
+    return
+  end
+  prio = prio or 'normal'
+  redis.call('HINCRBY', K_STATS, 'grouped_' .. prio, 1)
+  if redis.call(push, group_list(prio, group), id) == 1 then
+    redis.call(push, list, '~' .. group)
+    redis.call('HINCRBY', K_STATS, 'markers_' .. prio, 1)
+  end
 end
 
 -- Events. emit collects a script's events and flush_events (run after
@@ -135,6 +166,242 @@ local function signal(n)
   redis.call('LPUSH', K_SIGNAL, unpack(t))
 end
 
+-- Limits (docs/flow-control.md). A limit of the queue caps how many of the
+-- jobs it covers run at once (concurrency) and how many start within any
+-- window of its period (rate), per value of a payload key when it has one.
+-- K_LIMITS holds each definition as
+--   "<types>\t<key>\t<concurrency>\t<rate>\t<period ms>"
+-- (types comma-separated, '' = every type of the queue; 0 = no such cap).
+-- A slot is "<limit>|<key value>":
+--   K_LIMUSE           hash slot → its active jobs
+--   QK..'rate:'..slot   zset "<id>:<token>" → start, lease-clock ms (its starts in the window)
+--   QK..'parked:'..slot zset id → priority rank * 1e13 + parked ms: the queued
+--                       jobs the slot holds back, highest priority and oldest first
+--   K_TIMERS           zset slot → when a slot held back by its rate has room (lease clock)
+-- K_LIMSTAT counts per limit 'a:<name>' active and 'p:<name>' parked jobs,
+-- and QK..'pslots:'..name is the set of the limit's slots with parked jobs.
+-- A parked job stays queued; its hash names the slot in 'parked'.
+local K_LIMITS = QK .. 'limits'
+local K_LIMUSE = QK .. 'limuse'
+local K_LIMSTAT = QK .. 'limstat'
+local K_TIMERS = QK .. 'timers'
+local PRIO_RANK = {high = 0, normal = 1, low = 2}
+-- UNPARK_MAX bounds the jobs one timer lets go in one call.
+local UNPARK_MAX = 1000
+
+local function limit_of(slot) return string.match(slot, '^([^|]*)|') end
+
+-- parse_limit reads one definition of K_LIMITS (nil when malformed).
+local function parse_limit(name, spec)
+  local types, key, conc, rate, period = string.match(spec, '^([^\t]*)\t([^\t]*)\t(%d+)\t(%d+)\t(%d+)$')
+  if not types then return nil end
+  return {name = name, types = types, key = key, conc = tonumber(conc), rate = tonumber(rate), period = tonumber(period)}
+end
+
+-- slot_key turns a payload value into the key part of a slot: a string,
+-- number or boolean as it is when short and plain, its SHA-1 otherwise;
+-- '' for anything else or a missing value (those jobs share one slot).
+local function slot_key(v)
+  local t = type(v)
+  if t ~= 'string' and t ~= 'number' and t ~= 'boolean' then return '' end
+  local s = tostring(v)
+  if #s > 64 or string.find(s, '[^%w_.:@-]') then s = redis.sha1hex(s) end
+  return s
+end
+
+-- limits_gate returns the admission check of one claim call, or nil when
+-- the queue has no limits (the common path: one HGETALL per call).
+-- gate.check(jtype, payload) returns true and the slots to take, or false,
+-- the slot that has no room and, for a full rate window, when it has room
+-- again. gate.take(picks, member) takes them and returns the concurrency
+-- slots held, comma-separated ('' for none).
+local function limits_gate()
+  local raw = redis.call('HGETALL', K_LIMITS)
+  if #raw == 0 then return nil end
+  local by = {}
+  for i = 1, #raw, 2 do
+    local l = parse_limit(raw[i], raw[i + 1])
+    if l then
+      local types = l.types == '' and '*' or l.types
+      for t in string.gmatch(types, '[^,]+') do
+        by[t] = by[t] or {}
+        by[t][#by[t] + 1] = l
+      end
+    end
+  end
+  -- Per slot, read once per call and kept up to date by take.
+  local used, started = {}, {}
+  local lnow = nil
+  local gate = {}
+  function gate.check(jtype, payload)
+    local picks = {}
+    local doc, decoded = nil, false
+    for _, ls in ipairs({by[jtype] or {}, by['*'] or {}}) do
+      for _, l in ipairs(ls) do
+        local kv = ''
+        if l.key ~= '' then
+          if not decoded then
+            decoded = true
+            local ok, d = pcall(cjson.decode, payload or '')
+            if ok and type(d) == 'table' then doc = d end
+          end
+          if doc then kv = slot_key(doc[l.key]) end
+        end
+        local slot = l.name .. '|' .. kv
+        if l.conc > 0 then
+          local u = used[slot]
+          if u == nil then
+            u = tonumber(redis.call('HGET', K_LIMUSE, slot)) or 0
+            used[slot] = u
+          end
+          if u >= l.conc then return false, slot, nil end
+        end
+        if l.rate > 0 then
+          if lnow == nil then lnow = lease_now() end
+          local c = started[slot]
+          local rk = QK .. 'rate:' .. slot
+          if c == nil then
+            redis.call('ZREMRANGEBYSCORE', rk, '-inf', ms(lnow - l.period))
+            c = redis.call('ZCARD', rk)
+            started[slot] = c
+          end
+          if c >= l.rate then
+            local first = redis.call('ZRANGE', rk, 0, 0, 'WITHSCORES')
+            return false, slot, tonumber(first[2]) + l.period
+          end
+        end
+        picks[#picks + 1] = {l, slot}
+      end
+    end
+    return true, picks
+  end
+  function gate.take(picks, member)
+    local held = {}
+    for _, p in ipairs(picks) do
+      local l, slot = p[1], p[2]
+      if l.conc > 0 then
+        used[slot] = redis.call('HINCRBY', K_LIMUSE, slot, 1)
+        redis.call('HINCRBY', K_LIMSTAT, 'a:' .. l.name, 1)
+        held[#held + 1] = slot
+      end
+      if l.rate > 0 then
+        local rk = QK .. 'rate:' .. slot
+        redis.call('ZADD', rk, ms(lnow), member)
+        redis.call('PEXPIRE', rk, l.period)
+        started[slot] = started[slot] + 1
+      end
+    end
+    return table.concat(held, ',')
+  end
+  return gate
+end
+
+-- park holds back queued job id (of priority prio) for slot, which has no
+-- room; at is when a full rate window has room again (nil: when one of
+-- the slot's active jobs ends).
+local function park(id, prio, slot, at)
+  local name = limit_of(slot)
+  redis.call('ZADD', QK .. 'parked:' .. slot, ms((PRIO_RANK[prio] or 1) * 1e13 + NOW), id)
+  redis.call('SADD', QK .. 'pslots:' .. name, slot)
+  redis.call('HSET', JOB .. id, 'parked', slot)
+  redis.call('HINCRBY', K_LIMSTAT, 'p:' .. name, 1)
+  if at and redis.call('ZADD', K_TIMERS, 'LT', 'CH', ms(at), slot) == 1 then
+    redis.call('PUBLISH', WAKE_CHANNEL, ms(at))
+  end
+end
+
+-- unpark lets up to k jobs that slot holds back go first in their lists
+-- again, highest priority and oldest first; the claim that takes them
+-- checks their limits again. Returns how many it let go.
+local function unpark(slot, k)
+  if k <= 0 then return 0 end
+  local pk = QK .. 'parked:' .. slot
+  local r = redis.call('ZPOPMIN', pk, k)
+  if #r == 0 then return 0 end
+  local name = limit_of(slot)
+  -- To the heads in reverse: the first popped is the first claimed.
+  for i = #r - 1, 1, -2 do
+    local id = r[i]
+    local f = redis.call('HMGET', JOB .. id, 'priority', 'group')
+    redis.call('HDEL', JOB .. id, 'parked')
+    enqueue(id, f[1], f[2], true)
+  end
+  local n = #r / 2
+  redis.call('HINCRBY', K_LIMSTAT, 'p:' .. name, -n)
+  if redis.call('EXISTS', pk) == 0 then
+    redis.call('SREM', QK .. 'pslots:' .. name, slot)
+    redis.call('ZREM', K_TIMERS, slot)
+  end
+  signal(n)
+  return n
+end
+
+-- unpark_id lets go one parked job (cancel): it leaves the slot's parked
+-- set without going back to a list.
+local function unpark_id(id, slot)
+  local name = limit_of(slot)
+  if redis.call('ZREM', QK .. 'parked:' .. slot, id) == 1 then
+    redis.call('HINCRBY', K_LIMSTAT, 'p:' .. name, -1)
+  end
+  redis.call('HDEL', JOB .. id, 'parked')
+end
+
+-- free_slots gives back the concurrency slots an attempt held: each lets
+-- one job it held back go.
+local function free_slots(slots)
+  if slots == nil or slots == '' then return end
+  for slot in string.gmatch(slots, '[^,]+') do
+    if redis.call('HINCRBY', K_LIMUSE, slot, -1) <= 0 then redis.call('HDEL', K_LIMUSE, slot) end
+    local a = 'a:' .. limit_of(slot)
+    if redis.call('HINCRBY', K_LIMSTAT, a, -1) <= 0 then redis.call('HDEL', K_LIMSTAT, a) end
+    unpark(slot, 1)
+  end
+end
+
+-- active_slots returns the concurrency slots of a K_ACTIVE record.
+local function active_slots(rec)
+  return rec and string.match(rec, '^%S+ %S+ %S+ (%S+)$') or ''
+end
+
+-- end_lease ends an attempt's lease: its lease entry, its K_ACTIVE record
+-- and the slots it held (slots nil: read from K_ACTIVE).
+local function end_lease(id, slots)
+  if slots == nil then slots = active_slots(redis.call('HGET', K_ACTIVE, id)) end
+  redis.call('ZREM', K_LEASES, id)
+  redis.call('HDEL', K_ACTIVE, id)
+  free_slots(slots)
+end
+
+-- run_timers lets jobs held back by a rate go again once their slot's
+-- window has room, as many as it has room for (and its concurrency).
+-- Returns the next timer, lease-clock ms, or nil.
+local function run_timers(limit)
+  local lnow = lease_now()
+  local slots = redis.call('ZRANGEBYSCORE', K_TIMERS, '-inf', ms(lnow), 'LIMIT', 0, limit)
+  for _, slot in ipairs(slots) do
+    redis.call('ZREM', K_TIMERS, slot)
+    local name = limit_of(slot)
+    local spec = redis.call('HGET', K_LIMITS, name)
+    local l = spec and parse_limit(name, spec)
+    local room = UNPARK_MAX
+    if l and l.rate > 0 then
+      local rk = QK .. 'rate:' .. slot
+      redis.call('ZREMRANGEBYSCORE', rk, '-inf', ms(lnow - l.period))
+      room = math.min(room, l.rate - redis.call('ZCARD', rk))
+      if room <= 0 then
+        local first = redis.call('ZRANGE', rk, 0, 0, 'WITHSCORES')
+        redis.call('ZADD', K_TIMERS, ms(tonumber(first[2]) + l.period), slot)
+      end
+    end
+    if l and l.conc > 0 then
+      room = math.min(room, l.conc - (tonumber(redis.call('HGET', K_LIMUSE, slot)) or 0))
+    end
+    if unpark(slot, room) == UNPARK_MAX then redis.call('ZADD', K_TIMERS, ms(lnow), slot) end
+  end
+  local nxt = redis.call('ZRANGE', K_TIMERS, 0, 0, 'WITHSCORES')
+  return tonumber(nxt[2])
+end
+
 -- earliest returns the smallest score of the scheduled set, or nil.
 local function earliest()
   local r = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
@@ -151,15 +418,15 @@ local function wake_poller(before, due)
 end
 
 -- make_ready puts a job whose run_at has come into its priority list.
-local function make_ready(id, prio)
-  redis.call('LPUSH', list_for(prio), id)
+local function make_ready(id, prio, group)
+  enqueue(id, prio, group, false)
   redis.call('HSET', JOB .. id, 'state', 'queued')
 end
 
 -- release starts a job whose dependencies are all done: scheduled when its
 -- run_at is still ahead, queued otherwise. Returns 1 when it became queued.
 local function release(id)
-  local f = redis.call('HMGET', JOB .. id, 'type', 'priority', 'run_at', 'attempt')
+  local f = redis.call('HMGET', JOB .. id, 'type', 'priority', 'run_at', 'attempt', 'group')
   if not f[1] then return 0 end
   redis.call('ZREM', K_WAIT, id)
   local run_at = tonumber(f[3])
@@ -171,7 +438,7 @@ local function release(id)
     wake_poller(before, run_at)
     return 0
   end
-  make_ready(id, f[2])
+  make_ready(id, f[2], f[5])
   emit(id, f[1], 'queued', 'queued', f[4], '', '')
   return 1
 end
@@ -241,11 +508,11 @@ end
 -- backoff, or the dead set when attempts are exhausted or retry is false.
 -- `event` is the event to record for a retry ('failed' or 'lease_expired').
 -- Returns the new state.
-local function retry_or_bury(id, f, err, retry, r, event, worker)
-  -- f: type, attempt, max_attempts, backoff_base, backoff_max, priority
+local function retry_or_bury(id, f, err, retry, r, event, worker, slots)
+  -- f: type, attempt, max_attempts, backoff_base, backoff_max, priority, group
+  -- slots: the concurrency slots the attempt holds (nil: look them up)
   local attempt = tonumber(f[2])
-  redis.call('ZREM', K_LEASES, id)
-  redis.call('HDEL', K_ACTIVE, id)
+  end_lease(id, slots)
   redis.call('HINCRBY', K_STATS, 'failed_total', 1)
   count_minute('f', 1)
   if (not retry) or attempt >= tonumber(f[3]) then
@@ -260,7 +527,7 @@ local function retry_or_bury(id, f, err, retry, r, event, worker)
   local due = backoff_due(tonumber(f[4]), tonumber(f[5]), attempt, r)
   redis.call('HSET', JOB .. id, 'last_error', err, 'token', '', 'run_at', ms(due))
   if due <= NOW then
-    make_ready(id, f[6])
+    make_ready(id, f[6], f[7])
     emit(id, f[1], event, 'queued', attempt, worker, err)
     signal(1)
     return 'queued'

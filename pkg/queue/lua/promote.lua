@@ -1,18 +1,23 @@
 -- promote.lua: move scheduled jobs whose time has come into their priority lists.
 -- ARGV[6] limit
--- Returns {moved, earliest remaining due ms or -1}.
+-- Also lets go the jobs limits held back whose rate window has room again
+-- (run_timers in lib.lua).
+-- Returns {moved, earliest remaining due ms or -1}: the earliest of the
+-- scheduled set's and the rate timers'.
 local limit = tonumber(ARGV[6])
 local ids = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', NOW, 'LIMIT', 0, limit)
 if #ids > 0 then
   for _, id in ipairs(ids) do
-    local f = redis.call('HMGET', JOB .. id, 'type', 'priority', 'attempt')
+    local f = redis.call('HMGET', JOB .. id, 'type', 'priority', 'attempt', 'group')
     if f[1] then
-      make_ready(id, f[2])
+      make_ready(id, f[2], f[4])
       emit(id, f[1], 'queued', 'queued', f[3], '', '')
     end
   end
   call_chunked('ZREM', K_SCHED, ids)
   signal(#ids)
 end
-local nxt = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
-return {#ids, nxt[2] or '-1'}
+local timer = run_timers(limit)
+local nxt = tonumber(redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')[2])
+if timer and (nxt == nil or timer < nxt) then nxt = timer end
+return {#ids, nxt and ms(nxt) or '-1'}

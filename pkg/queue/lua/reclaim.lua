@@ -12,13 +12,12 @@ local limit = tonumber(ARGV[6])
 local ids = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', lease_now(), 'LIMIT', 0, limit)
 local reclaimed = 0
 for i, id in ipairs(ids) do
-  local f = redis.call('HMGET', JOB .. id, 'type', 'attempt', 'max_attempts', 'backoff_base', 'backoff_max', 'priority', 'worker_id', 'state', 'token')
-  if f[1] and f[8] == 'active' and f[9] ~= '' then
-    retry_or_bury(id, f, 'lease expired', true, tonumber(ARGV[6 + i]), 'lease_expired', f[7])
+  local f = redis.call('HMGET', JOB .. id, 'type', 'attempt', 'max_attempts', 'backoff_base', 'backoff_max', 'priority', 'group', 'worker_id', 'state', 'token')
+  if f[1] and f[9] == 'active' and f[10] ~= '' then
+    retry_or_bury(id, f, 'lease expired', true, tonumber(ARGV[6 + i]), 'lease_expired', f[8])
     reclaimed = reclaimed + 1
   else
-    redis.call('ZREM', K_LEASES, id)
-    redis.call('HDEL', K_ACTIVE, id)
+    end_lease(id, nil)
   end
 end
 local nxt = redis.call('ZRANGE', K_LEASES, 0, 0, 'WITHSCORES')

@@ -8,13 +8,12 @@ local released = 0
 for i = 1, n do
   local id, token = ARGV[5 + 2 * i], ARGV[6 + 2 * i]
   local jk = JOB .. id
-  local f = redis.call('HMGET', jk, 'type', 'attempt', 'priority', 'state', 'token', 'worker_id')
+  local f = redis.call('HMGET', jk, 'type', 'attempt', 'priority', 'state', 'token', 'worker_id', 'group')
   if f[4] == 'active' and f[5] == token then
     local attempt = tonumber(f[2]) - 1
-    redis.call('ZREM', K_LEASES, id)
-    redis.call('HDEL', K_ACTIVE, id)
+    end_lease(id, nil)
     redis.call('HSET', jk, 'state', 'queued', 'attempt', attempt, 'token', '')
-    redis.call('RPUSH', list_for(f[3]), id)
+    enqueue(id, f[3], f[7], true)
     emit(id, f[1], 'queued', 'queued', attempt, f[6], 'released by worker shutdown')
     released = released + 1
   end

@@ -9,7 +9,7 @@ local count = 0
 for i = 1, n do
   local id = ARGV[7 + i]
   local jk = JOB .. id
-  local f = redis.call('HMGET', jk, 'type', 'state', 'priority')
+  local f = redis.call('HMGET', jk, 'type', 'state', 'priority', 'group')
   if not f[2] then
     if n == 1 then return {'not_found'} end
   elseif f[2] ~= 'dead' and (dead_only or f[2] ~= 'cancelled') then
@@ -24,7 +24,7 @@ for i = 1, n do
       -- serves it again.
       redis.call('HINCRBY', K_STATS, 'tomb_' .. f[3], -1)
     else
-      redis.call('LPUSH', list_for(f[3]), id)
+      enqueue(id, f[3], f[4], false)
     end
     emit(id, f[1], 'retried', 'queued', 0, '', '')
     count = count + 1

@@ -8,9 +8,10 @@
 -- ARGV[14] m, then m field/value pairs for HSET on that hash.
 --          The submit happens only while the member's score equals the
 --          expected one (compare-and-set); the score then moves to the new one.
--- then n groups of 12: id, type, payload, priority, max_attempts,
+-- then n groups of 14: id, type, payload, priority, max_attempts,
 --          timeout_seconds, backoff_base, backoff_max, run_at ms, created ms,
---          idempotency key ('' = none), depends_on (comma-separated ids, '' = none)
+--          idempotency key ('' = none), depends_on (comma-separated ids, '' = none),
+--          group ('' = none), traceparent ('' = none)
 -- Returns {'ok', id1, 'new'|'dup', id2, …} in input order ('dup': the
 -- idempotency key named an earlier job, whose id is returned and nothing was
 -- created), or {'err', i, j, code, detail} when job i's dependency j is
@@ -20,7 +21,7 @@
 local n = tonumber(ARGV[6])
 local idem_ttl = ARGV[7]
 local dry_run = ARGV[8] == '1'
-local S = 12
+local S = 14
 local guard_key, guard_member, guard_expect, guard_next = ARGV[9], ARGV[10], ARGV[11], ARGV[12]
 local rec_key, rec_m = ARGV[13], tonumber(ARGV[14])
 local base = 15 + 2 * rec_m
@@ -44,7 +45,8 @@ for i = 1, n do
   local b = base + (i - 1) * S
   local j = {id = ARGV[b], type = ARGV[b + 1], payload = ARGV[b + 2], prio = ARGV[b + 3],
     max = ARGV[b + 4], timeout = ARGV[b + 5], bbase = ARGV[b + 6], bmax = ARGV[b + 7],
-    run_at = tonumber(ARGV[b + 8]), created = ARGV[b + 9], idem = ARGV[b + 10], deps_s = ARGV[b + 11]}
+    run_at = tonumber(ARGV[b + 8]), created = ARGV[b + 9], idem = ARGV[b + 10], deps_s = ARGV[b + 11],
+    group = ARGV[b + 12], trace = ARGV[b + 13]}
   j.deps = split(j.deps_s)
   jobs[i] = j
   if j.idem ~= '' then
@@ -97,6 +99,8 @@ for i = 1, n do
       'backoff_base', j.bbase, 'backoff_max', j.bmax, 'run_at', ms(j.run_at), 'created_at', j.created}
     if j.idem ~= '' then h[#h + 1] = 'idempotency_key'; h[#h + 1] = j.idem end
     if j.deps_s ~= '' then h[#h + 1] = 'depends_on'; h[#h + 1] = j.deps_s end
+    if j.group ~= '' then h[#h + 1] = 'group'; h[#h + 1] = j.group end
+    if j.trace ~= '' then h[#h + 1] = 'traceparent'; h[#h + 1] = j.trace end
     redis.call('HSET', JOB .. j.id, unpack(h))
     if j.idem ~= '' then
       redis.call('SET', QK .. 'idem:' .. j.idem, j.id, 'PX', idem_ttl)
@@ -113,6 +117,9 @@ for i = 1, n do
       if min_due == nil then before = earliest() end
       redis.call('ZADD', K_SCHED, j.run_at, j.id)
       if min_due == nil or j.run_at < min_due then min_due = j.run_at end
+    elseif j.group ~= '' then
+      enqueue(j.id, j.prio, j.group, false)
+      ready = ready + 1
     else
       local l = list_for(j.prio)
       if not push[l] then push[l] = {} end
