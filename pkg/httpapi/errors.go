@@ -109,6 +109,12 @@ var errorTable = []struct {
 	{is(schedule.ErrBusy), func(err error) *apiError {
 		return &apiError{Status: http.StatusConflict, Code: codeConflict, Message: err.Error()}
 	}},
+	{is(queue.ErrLimitNotFound), func(error) *apiError {
+		return &apiError{Status: http.StatusNotFound, Code: codeNotFound, Message: "limit not found"}
+	}},
+	{is(queue.ErrTooManyLimits), func(err error) *apiError {
+		return &apiError{Status: http.StatusConflict, Code: codeConflict, Message: err.Error()}
+	}},
 	{is(queue.ErrNotFound, history.ErrNotFound), func(error) *apiError {
 		return &apiError{Status: http.StatusNotFound, Code: codeNotFound, Message: "job not found"}
 	}},

@@ -89,7 +89,7 @@ func exerciseEveryScript(t *testing.T, ctx context.Context, q *queue.Client, clk
 	three, one, at := 3, 1, clk.Now().Add(time.Minute)
 	// A limit over every job and a group put the flow-control keys
 	// (limit.lua, parked sets, group lists) to the slot test too.
-	_, err := q.SetLimit(ctx, name, queue.Limit{Name: "l", Key: "k", Concurrency: 5, Rate: &queue.Rate{Limit: 100, PeriodSeconds: 60}}) // limit.lua
+	_, _, err := q.SetLimit(ctx, name, queue.Limit{Name: "l", Key: "k", Concurrency: 5, Rate: &queue.Rate{Limit: 100, PeriodSeconds: 60}}) // limit.lua
 	must(err)
 	parent := build(job.Spec{MaxAttempts: &three, Group: "g"})
 	child := build(job.Spec{})

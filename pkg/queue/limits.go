@@ -136,30 +136,30 @@ func decodeLimit(name, s string) (Limit, bool) {
 // SetLimit creates or replaces limit l.Name of queue, at once and
 // cluster-wide: the next claim applies it. A raise lets held-back jobs
 // go at once; a change of types or key lets all of them go, to be sorted
-// again by the claims that take them.
-func (c *Client) SetLimit(ctx context.Context, queue string, l Limit) (LimitStatus, error) {
+// again by the claims that take them. created tells a new limit from a
+// replaced one.
+func (c *Client) SetLimit(ctx context.Context, queue string, l Limit) (st LimitStatus, created bool, err error) {
 	if err := l.Validate(); err != nil {
-		return LimitStatus{}, err
+		return LimitStatus{}, false, err
 	}
 	k := c.keysFor(queue)
-	n, err := c.rdb.HLen(ctx, k.tag+"limits").Result()
-	if err != nil {
-		return LimitStatus{}, err
+	pipe := c.rdb.Pipeline()
+	n := pipe.HLen(ctx, k.tag+"limits")
+	exists := pipe.HExists(ctx, k.tag+"limits", l.Name)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return LimitStatus{}, false, fmt.Errorf("limits: %w", err)
 	}
-	if n >= MaxLimitsPerQueue {
-		if ok, err := c.rdb.HExists(ctx, k.tag+"limits", l.Name).Result(); err != nil {
-			return LimitStatus{}, err
-		} else if !ok {
-			return LimitStatus{}, ErrTooManyLimits
-		}
+	if n.Val() >= MaxLimitsPerQueue && !exists.Val() {
+		return LimitStatus{}, false, ErrTooManyLimits
 	}
 	if err := c.register(ctx, queue); err != nil {
-		return LimitStatus{}, err
+		return LimitStatus{}, false, err
 	}
 	if err := c.limitOp(ctx, k, "set", l.Name, l.encode()); err != nil {
-		return LimitStatus{}, err
+		return LimitStatus{}, false, err
 	}
-	return c.limitStatus(ctx, queue, l.Name)
+	st, err = c.Limit(ctx, queue, l.Name)
+	return st, !exists.Val(), err
 }
 
 // DeleteLimit removes limit name of queue; every job it held back goes
@@ -198,7 +198,9 @@ func (c *Client) Limits(ctx context.Context, queue string) ([]LimitStatus, error
 	return limitStatuses(defs.Val(), stat.Val()), nil
 }
 
-func (c *Client) limitStatus(ctx context.Context, queue, name string) (LimitStatus, error) {
+// Limit returns limit name of queue with what it holds now;
+// ErrLimitNotFound when there is none.
+func (c *Client) Limit(ctx context.Context, queue, name string) (LimitStatus, error) {
 	all, err := c.Limits(ctx, queue)
 	if err != nil {
 		return LimitStatus{}, err

@@ -384,19 +384,25 @@ local function run_timers(limit)
     local spec = redis.call('HGET', K_LIMITS, name)
     local l = spec and parse_limit(name, spec)
     local room = UNPARK_MAX
+    -- When the slot's window next has room, should jobs still wait after
+    -- this: its oldest start's end, or a period from now when the window
+    -- is empty (the jobs let go now will fill it).
+    local again = lnow
     if l and l.rate > 0 then
       local rk = QK .. 'rate:' .. slot
       redis.call('ZREMRANGEBYSCORE', rk, '-inf', ms(lnow - l.period))
       room = math.min(room, l.rate - redis.call('ZCARD', rk))
-      if room <= 0 then
-        local first = redis.call('ZRANGE', rk, 0, 0, 'WITHSCORES')
-        redis.call('ZADD', K_TIMERS, ms(tonumber(first[2]) + l.period), slot)
-      end
+      local first = redis.call('ZRANGE', rk, 0, 0, 'WITHSCORES')
+      again = first[2] and tonumber(first[2]) + l.period or lnow + l.period
     end
     if l and l.conc > 0 then
       room = math.min(room, l.conc - (tonumber(redis.call('HGET', K_LIMUSE, slot)) or 0))
     end
-    if unpark(slot, room) == UNPARK_MAX then redis.call('ZADD', K_TIMERS, ms(lnow), slot) end
+    local k = unpark(slot, room)
+    if k == UNPARK_MAX then again = lnow end
+    if (l and l.rate > 0 or k == UNPARK_MAX) and redis.call('EXISTS', QK .. 'parked:' .. slot) == 1 then
+      redis.call('ZADD', K_TIMERS, ms(again), slot)
+    end
   end
   local nxt = redis.call('ZRANGE', K_TIMERS, 0, 0, 'WITHSCORES')
   return tonumber(nxt[2])
