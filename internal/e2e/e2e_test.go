@@ -93,7 +93,7 @@ func waitAllFinal(t *testing.T, q *queue.Client, jobs []*job.Job, timeout time.D
 			return false
 		}
 		s := st[0]
-		return s.Queued["high"]+s.Queued["normal"]+s.Queued["low"]+s.Scheduled+s.Active+s.Waiting == 0 &&
+		return s.Queued["high"]+s.Queued["normal"]+s.Queued["low"]+s.Throttled+s.Scheduled+s.Active+s.Waiting == 0 &&
 			s.SubmittedTotal == int64(len(jobs))
 	})
 }
