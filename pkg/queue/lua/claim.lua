@@ -166,6 +166,7 @@ end
 for field, d in pairs(gdelta) do
   if d ~= 0 then redis.call('HINCRBY', K_STATS, field, d) end
 end
+if gate then gate.flush() end
 if #leases == 0 then
   if not popped then redis.call('DEL', K_SIGNAL) end
   return out

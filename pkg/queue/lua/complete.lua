@@ -19,6 +19,7 @@ for c = 1, n, CHUNK do
 end
 -- Batched writes for the successes: one ZREM, HDEL and ZADD in all.
 local done_ids, fin, deps_keys = {}, {}, {}
+local freed = {} -- concurrency slots the successes held: slot → count
 for i = 1, n do
   local b = 7 + (i - 1) * 6
   local id, token, outcome, detail, worker, r = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
@@ -42,7 +43,7 @@ for i = 1, n do
       fin[#fin + 1] = id
       deps_keys[#deps_keys + 1] = QK .. 'dependents:' .. id
       redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'result', detail, 'token', '')
-      if slots and slots ~= '' then free_slots(slots) end
+      count_slots(freed, slots)
       succeeded = succeeded + 1
       emit(id, jtype, 'succeeded', 'succeeded', attempt, worker, '')
       out[i] = 'succeeded'
@@ -56,6 +57,7 @@ if succeeded > 0 then
   call_chunked('ZREM', K_LEASES, done_ids)
   call_chunked('HDEL', K_ACTIVE, done_ids)
   call_chunked('ZADD', K_FIN, fin)
+  free_slot_counts(freed)
   -- Dependents: one EXISTS for the batch; only a job that has some is
   -- looked at (the usual batch has none).
   local any = 0

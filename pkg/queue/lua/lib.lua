@@ -266,8 +266,10 @@ local function limits_gate()
             started[slot] = c
           end
           if c >= l.rate then
+            -- The oldest start in the window: the log's, or this call's
+            -- own (written by flush, all at lnow).
             local first = redis.call('ZRANGE', rk, 0, 0, 'WITHSCORES')
-            return false, slot, tonumber(first[2]) + l.period
+            return false, slot, (tonumber(first[2]) or lnow) + l.period
           end
         end
         picks[#picks + 1] = {l, slot}
@@ -275,23 +277,38 @@ local function limits_gate()
     end
     return true, picks
   end
+  -- What take changed, written by gate.flush in one command per slot.
+  local add_use, add_active, add_starts, periods = {}, {}, {}, {}
   function gate.take(picks, member)
     local held = {}
     for _, p in ipairs(picks) do
       local l, slot = p[1], p[2]
       if l.conc > 0 then
-        used[slot] = redis.call('HINCRBY', K_LIMUSE, slot, 1)
-        redis.call('HINCRBY', K_LIMSTAT, 'a:' .. l.name, 1)
+        used[slot] = used[slot] + 1
+        add_use[slot] = (add_use[slot] or 0) + 1
+        add_active[l.name] = (add_active[l.name] or 0) + 1
         held[#held + 1] = slot
       end
       if l.rate > 0 then
-        local rk = QK .. 'rate:' .. slot
-        redis.call('ZADD', rk, ms(lnow), member)
-        redis.call('PEXPIRE', rk, l.period)
         started[slot] = started[slot] + 1
+        local t = add_starts[slot]
+        if not t then t = {}; add_starts[slot] = t; periods[slot] = l.period end
+        t[#t + 1] = ms(lnow)
+        t[#t + 1] = member
       end
     end
     return table.concat(held, ',')
+  end
+  -- gate.flush writes what the call's takes changed; the claim runs it
+  -- before it returns.
+  function gate.flush()
+    for slot, k in pairs(add_use) do redis.call('HINCRBY', K_LIMUSE, slot, k) end
+    for name, k in pairs(add_active) do redis.call('HINCRBY', K_LIMSTAT, 'a:' .. name, k) end
+    for slot, t in pairs(add_starts) do
+      local rk = QK .. 'rate:' .. slot
+      call_chunked('ZADD', rk, t)
+      redis.call('PEXPIRE', rk, periods[slot])
+    end
   end
   return gate
 end
@@ -346,16 +363,35 @@ local function unpark_id(id, slot)
   redis.call('HDEL', JOB .. id, 'parked')
 end
 
--- free_slots gives back the concurrency slots an attempt held: each lets
--- one job it held back go.
+-- count_slots adds the concurrency slots of one attempt ("slot,slot")
+-- to counts (slot → attempts).
+local function count_slots(counts, slots)
+  if slots == nil or slots == '' then return end
+  for slot in string.gmatch(slots, '[^,]+') do counts[slot] = (counts[slot] or 0) + 1 end
+end
+
+-- free_slot_counts gives back concurrency slots (slot → how many): each
+-- one given back lets one job the slot held back go.
+local function free_slot_counts(counts)
+  local by_limit = {}
+  for slot, k in pairs(counts) do
+    if redis.call('HINCRBY', K_LIMUSE, slot, -k) <= 0 then redis.call('HDEL', K_LIMUSE, slot) end
+    local name = limit_of(slot)
+    by_limit[name] = (by_limit[name] or 0) + k
+    unpark(slot, k)
+  end
+  for name, k in pairs(by_limit) do
+    local a = 'a:' .. name
+    if redis.call('HINCRBY', K_LIMSTAT, a, -k) <= 0 then redis.call('HDEL', K_LIMSTAT, a) end
+  end
+end
+
+-- free_slots gives back the concurrency slots one attempt held.
 local function free_slots(slots)
   if slots == nil or slots == '' then return end
-  for slot in string.gmatch(slots, '[^,]+') do
-    if redis.call('HINCRBY', K_LIMUSE, slot, -1) <= 0 then redis.call('HDEL', K_LIMUSE, slot) end
-    local a = 'a:' .. limit_of(slot)
-    if redis.call('HINCRBY', K_LIMSTAT, a, -1) <= 0 then redis.call('HDEL', K_LIMSTAT, a) end
-    unpark(slot, 1)
-  end
+  local counts = {}
+  count_slots(counts, slots)
+  free_slot_counts(counts)
 end
 
 -- active_slots returns the concurrency slots of a K_ACTIVE record.
