@@ -40,6 +40,9 @@ func (s *Server) submitJob(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	if j.Traceparent == "" {
+		j.Traceparent = requestTraceparent(c)
+	}
 	res, err := s.q.Submit(c.Request.Context(), []*job.Job{j})
 	if err != nil {
 		fail(c, err)
@@ -67,6 +70,7 @@ func (s *Server) submitBatch(c *gin.Context) {
 		return
 	}
 	now := s.now()
+	traceparent := requestTraceparent(c)
 	jobs := make([]*job.Job, len(specs))
 	for i := range specs {
 		j, err := specs[i].Build(now)
@@ -77,6 +81,9 @@ func (s *Server) submitBatch(c *gin.Context) {
 			}
 			fail(c, err)
 			return
+		}
+		if j.Traceparent == "" {
+			j.Traceparent = traceparent
 		}
 		jobs[i] = j
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
+	"go.opentelemetry.io/otel"
 )
 
 // route is one entry of the API's route table: the handler and the
@@ -235,7 +236,7 @@ func (s *Server) newEngine() (*gin.Engine, error) {
 	if err := e.SetTrustedProxies(s.cfg.TrustedProxies); err != nil {
 		return nil, err
 	}
-	e.Use(s.observe(newRequestIDs()), s.recoverer, s.cors, s.guard)
+	e.Use(traceRequests(otel.GetTracerProvider(), otel.GetTextMapPropagator()), s.observe(newRequestIDs()), s.recoverer, s.cors, s.guard)
 	for _, r := range s.routes() {
 		if r.Doc.Public || !strings.HasPrefix(r.Path, "/v1/") {
 			e.Handle(r.Method, r.Path, r.Handler)

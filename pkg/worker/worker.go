@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Queue is a queue a worker serves, with a weight for weighted order.
@@ -52,6 +53,11 @@ type Config struct {
 	Engine queue.Options
 	// Logger receives the worker's logs. Default slog.Default().
 	Logger *slog.Logger
+	// TracerProvider makes the span of each attempt ("process <type>",
+	// a child of the job's traceparent). Default: the global provider
+	// (otel.GetTracerProvider()) at New; the no-op provider turns the spans
+	// off at no cost per job.
+	TracerProvider trace.TracerProvider
 }
 
 func (c *Config) fill() {
@@ -89,6 +95,7 @@ type Worker struct {
 	log      *slog.Logger
 	handlers map[string]Handler
 	mw       []Middleware
+	tracer   trace.Tracer // nil: tracing off
 	names    []string
 	weighted bool
 	started  time.Time
@@ -150,6 +157,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Worker {
 		q:        queue.New(rdb, cfg.Engine),
 		log:      cfg.Logger.With("worker_id", cfg.ID),
 		handlers: map[string]Handler{},
+		tracer:   newTracer(cfg.TracerProvider),
 		active:   map[string]*running{},
 		slots:    make(chan struct{}, cfg.Concurrency),
 		outcomes: make(chan result, cfg.Concurrency),
@@ -382,6 +390,10 @@ func (w *Worker) start(jobsCtx context.Context, queueName string, l queue.Lease,
 // or report=false when the job was cancelled or given back meanwhile.
 func (w *Worker) execute(ctx context.Context, l queue.Lease) (o queue.Outcome, report bool) {
 	j := l.Job
+	if sctx, span := w.startSpan(ctx, j); span != nil {
+		defer func() { endSpan(span, o, report, context.Cause(ctx)) }()
+		ctx = sctx
+	}
 	o = queue.Outcome{ID: j.ID, Token: l.Token, WorkerID: w.cfg.ID}
 	h, ok := w.handlers[j.Type]
 	if !ok {

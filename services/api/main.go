@@ -12,10 +12,16 @@ import (
 	"github.com/sundialhq/sundial/pkg/history"
 	"github.com/sundialhq/sundial/pkg/httpapi"
 	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/telemetry"
 )
 
 func main() {
 	service.Main("api", func(ctx context.Context, env *service.Env) error {
+		stopTracing, _, err := telemetry.Setup(ctx, "sundial-api", env.Log)
+		if err != nil {
+			return fmt.Errorf("tracing: %w", err)
+		}
+		defer stopTracing()
 		c := env.Config
 		// With SUNDIAL_HISTORY=off, History stays nil: GET /v1/jobs and a
 		// job's events answer 503 and /readyz reports it as not configured.

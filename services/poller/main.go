@@ -14,6 +14,7 @@ import (
 	"github.com/sundialhq/sundial/pkg/poller"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/schedule"
+	"github.com/sundialhq/sundial/pkg/telemetry"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -23,6 +24,11 @@ const eventsCapWithoutHistory = 100_000
 
 func main() {
 	service.Main("poller", func(ctx context.Context, env *service.Env) error {
+		stopTracing, _, err := telemetry.Setup(ctx, "sundial-poller", env.Log)
+		if err != nil {
+			return fmt.Errorf("tracing: %w", err)
+		}
+		defer stopTracing()
 		c := env.Config
 		opts := env.EngineOptions()
 		q := queue.New(env.Redis, opts)

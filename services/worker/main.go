@@ -5,8 +5,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/sundialhq/sundial/internal/service"
+	"github.com/sundialhq/sundial/pkg/telemetry"
 	"github.com/sundialhq/sundial/pkg/worker"
 	"github.com/sundialhq/sundial/pkg/worker/builtin"
 	"golang.org/x/sync/errgroup"
@@ -14,6 +16,11 @@ import (
 
 func main() {
 	service.Main("worker", func(ctx context.Context, env *service.Env) error {
+		stopTracing, _, err := telemetry.Setup(ctx, "sundial-worker", env.Log)
+		if err != nil {
+			return fmt.Errorf("tracing: %w", err)
+		}
+		defer stopTracing()
 		c := env.Config
 		queues := make([]worker.Queue, len(c.Queues))
 		for i, q := range c.Queues {
