@@ -2,7 +2,7 @@
 // shape turned into ApiError with a message a person can read.
 
 import type {
-  HistoryBacklog, Job, JobEvent, JobPage, QueueStats, Readiness, Schedule, Throughput, Worker,
+  HistoryBacklog, Job, JobEvent, JobPage, Limit, LimitStatus, QueueStats, Readiness, Schedule, Throughput, Worker,
 } from "./types";
 
 const keyStorage = "sundial.apiKey";
@@ -121,6 +121,12 @@ export const api = {
   queues: () => request<{ queues: QueueStats[] }>("GET", "/v1/queues"),
   pauseQueue: (q: string) => request<QueueStats>("POST", `/v1/queues/${enc(q)}/pause`),
   resumeQueue: (q: string) => request<QueueStats>("POST", `/v1/queues/${enc(q)}/resume`),
+  limits: (q: string) => request<{ limits: LimitStatus[] }>("GET", `/v1/queues/${enc(q)}/limits`),
+  getLimit: (q: string, name: string) => request<LimitStatus>("GET", `/v1/queues/${enc(q)}/limits/${enc(name)}`),
+  /** putLimit creates (201) or replaces (200) a limit; the answer is its status. */
+  putLimit: (q: string, name: string, limit: Limit) =>
+    request<LimitStatus>("PUT", `/v1/queues/${enc(q)}/limits/${enc(name)}`, limit),
+  deleteLimit: (q: string, name: string) => request<void>("DELETE", `/v1/queues/${enc(q)}/limits/${enc(name)}`),
   dead: (q: string, cursor?: string, limit = 100) =>
     request<JobPage>("GET", `/v1/queues/${enc(q)}/dead` + qs({ cursor, limit: String(limit) })),
   retryDead: (q: string, ids?: string[]) =>

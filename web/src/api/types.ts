@@ -27,6 +27,12 @@ export interface Job {
   last_error?: string;
   /** What the running attempt last reported (active jobs only). */
   progress?: { percent: number; message?: string; at: string };
+  /** Fairness group (a tenant): within one priority of a queue, groups take turns. */
+  group?: string;
+  /** W3C trace context the handler's span continues. */
+  traceparent?: string;
+  /** The limit a queued job waits for (docs/flow-control.md). */
+  throttled_by?: string;
 }
 
 export interface JobPage {
@@ -55,6 +61,36 @@ export interface QueueStats {
   succeeded_total: number;
   failed_total: number;
   processed_per_second: number;
+  /** Queued jobs a limit holds back (not counted in queued). */
+  throttled?: number;
+  limits?: LimitStatus[];
+}
+
+/** A limit's cap on starts: limit per any window of period_seconds. */
+export interface LimitRate {
+  limit: number;
+  period_seconds: number;
+}
+
+/** Limit is what PUT /v1/queues/{q}/limits/{name} accepts (docs/flow-control.md). */
+export interface Limit {
+  name?: string;
+  /** Job types it covers; absent: every type of the queue. */
+  types?: string[];
+  /** A top-level payload field whose every value gets its own caps. */
+  key?: string;
+  /** At most this many covered jobs active at once (0 or absent: none). */
+  concurrency?: number;
+  rate?: LimitRate;
+}
+
+/** LimitStatus is a limit with what it holds now. */
+export interface LimitStatus extends Limit {
+  name: string;
+  /** Running jobs holding a concurrency slot of it. */
+  active: number;
+  /** Queued jobs it holds back. */
+  throttled: number;
 }
 
 export interface Worker {

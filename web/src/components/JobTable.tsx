@@ -80,7 +80,10 @@ export function JobTable({ jobs, label, selected, onSelect, showError, footer }:
                 </span>
                 <span role="cell" className="c-id mono"><Link href={`/jobs/${j.id}`}>{j.id}</Link></span>
                 <span role="cell" className="c-state"><StateBadge state={state} /></span>
-                <span role="cell" className="c-queue">{j.queue}</span>
+                <span role="cell" className="c-queue">
+                  {j.queue}
+                  {j.group ? <span className="chip group-chip" title={`group ${j.group}`}>{j.group}</span> : null}
+                </span>
                 <span role="cell" className="c-type mono">{j.type}</span>
                 <span role="cell" className="c-attempt">{j.attempt}/{j.max_attempts}</span>
                 <span role="cell" className="c-time" title={j.created_at}>{ago(j.created_at)}</span>

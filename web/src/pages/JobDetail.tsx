@@ -92,6 +92,15 @@ export function JobDetail({ id }: { id: string }) {
             <dt>queue</dt><dd><Link href={`/jobs?queue=${j.queue}`}>{j.queue}</Link></dd>
             <dt>type</dt><dd className="mono">{j.type}</dd>
             <dt>priority</dt><dd>{j.priority}</dd>
+            {j.group ? (<><dt>group</dt><dd className="mono" data-testid="job-group">{j.group}</dd></>) : null}
+            {j.throttled_by && state === "queued" ? (
+              <>
+                <dt>held back</dt>
+                <dd data-testid="job-throttled-by">
+                  waiting for limit <Link href="/queues" className="mono">{j.throttled_by}</Link>
+                </dd>
+              </>
+            ) : null}
             <dt>attempts</dt><dd>{j.attempt} of {j.max_attempts}</dd>
             <dt>timeout</dt><dd>{j.timeout_seconds} s</dd>
             <dt>backoff</dt><dd>{j.backoff.base_seconds} s base, {j.backoff.max_seconds} s max</dd>
@@ -110,6 +119,12 @@ export function JobDetail({ id }: { id: string }) {
               </>
             ) : null}
             {j.idempotency_key ? (<><dt>idempotency key</dt><dd className="mono">{j.idempotency_key}</dd></>) : null}
+            {j.traceparent ? (
+              <>
+                <dt>trace</dt>
+                <dd className="mono small" data-testid="job-traceparent" title="W3C traceparent: version-trace id-parent id-flags">{j.traceparent}</dd>
+              </>
+            ) : null}
           </dl>
           <h2>Dependencies</h2>
           <h3>Parents (this job waits for)</h3>

@@ -112,6 +112,7 @@ export function Overview() {
                 <th scope="col" className="num">high</th>
                 <th scope="col" className="num">normal</th>
                 <th scope="col" className="num">low</th>
+                <th scope="col" className="num" title="queued jobs held back by a limit">throttled</th>
                 <th scope="col" className="num">scheduled</th>
                 <th scope="col" className="num">active</th>
                 <th scope="col" className="num">waiting</th>
@@ -128,6 +129,7 @@ export function Overview() {
                   <td className="num">{num(q.queued.high)}</td>
                   <td className="num">{num(q.queued.normal)}</td>
                   <td className="num">{num(q.queued.low)}</td>
+                  <td className="num">{q.throttled ? <Link href="/queues" className="warn-text">{num(q.throttled)}</Link> : "0"}</td>
                   <td className="num">{num(q.scheduled)}</td>
                   <td className="num">{num(q.active)}</td>
                   <td className="num">{num(q.waiting)}</td>

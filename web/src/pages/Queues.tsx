@@ -1,4 +1,5 @@
-// Queues: counts and totals per queue, pause and resume.
+// Queues: counts and totals per queue, pause and resume, and each queue's
+// limits (created, edited and deleted here).
 
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { Link } from "wouter";
@@ -6,6 +7,7 @@ import { api, describeError } from "../api/client";
 import type { QueueStats } from "../api/types";
 import { useLive } from "../live/store";
 import { Empty, ErrorBanner } from "../components/ui";
+import { Limits } from "../components/Limits";
 import { num, rate } from "../lib/format";
 
 export function QueueActions({ q }: { q: QueueStats }) {
@@ -40,34 +42,42 @@ export function Queues() {
         <h1>Queues</h1>
       </div>
       <p className="muted">
-        A paused queue keeps accepting and promoting jobs, but no worker claims from it. Counts are live.
+        A paused queue keeps accepting and promoting jobs, but no worker claims from it. A limit holds back
+        the jobs it has no room for (throttled) until a slot frees. Counts are live.
       </p>
       <ErrorBanner error={fallback.error} />
       {queues.length === 0 ? (
         <Empty>No queues yet.</Empty>
       ) : (
-        <div className="cards">
+        <div className="queue-list">
           {queues.map((q) => (
-            <article key={q.name} className={q.paused ? "card paused" : "card"} data-queue={q.name} aria-label={`Queue ${q.name}`}>
+            <article key={q.name} className={q.paused ? "card queue-card paused" : "card queue-card"} data-queue={q.name} aria-label={`Queue ${q.name}`}>
               <header>
                 <h2>{q.name}</h2>
                 {q.paused ? <span className="badge paused">paused</span> : <span className="badge running">running</span>}
               </header>
-              <dl className="kv">
-                <dt>queued (high / normal / low)</dt>
-                <dd>{num(q.queued.high)} / {num(q.queued.normal)} / {num(q.queued.low)}</dd>
-                <dt>scheduled</dt><dd>{num(q.scheduled)}</dd>
-                <dt>active</dt><dd>{num(q.active)}</dd>
-                <dt>waiting on dependencies</dt><dd>{num(q.waiting)}</dd>
-                <dt>dead</dt><dd>{q.dead > 0 ? <Link href={`/dead/${q.name}`}>{num(q.dead)}</Link> : "0"}</dd>
-                <dt>submitted / succeeded / failed (total)</dt>
-                <dd>{num(q.submitted_total)} / {num(q.succeeded_total)} / {num(q.failed_total)}</dd>
-                <dt>jobs per second</dt><dd>{rate(q.processed_per_second)}</dd>
-              </dl>
-              <footer>
-                <QueueActions q={q} />
-                <Link href={`/jobs?queue=${q.name}`}>Jobs</Link>
-              </footer>
+              <div className="queue-body">
+                <div>
+                  <dl className="kv">
+                    <dt>queued (high / normal / low)</dt>
+                    <dd>{num(q.queued.high)} / {num(q.queued.normal)} / {num(q.queued.low)}</dd>
+                    <dt>throttled by limits</dt>
+                    <dd data-testid="queue-throttled">{q.throttled ? <strong className="warn-text">{num(q.throttled)}</strong> : "0"}</dd>
+                    <dt>scheduled</dt><dd>{num(q.scheduled)}</dd>
+                    <dt>active</dt><dd>{num(q.active)}</dd>
+                    <dt>waiting on dependencies</dt><dd>{num(q.waiting)}</dd>
+                    <dt>dead</dt><dd>{q.dead > 0 ? <Link href={`/dead/${q.name}`}>{num(q.dead)}</Link> : "0"}</dd>
+                    <dt>submitted / succeeded / failed (total)</dt>
+                    <dd>{num(q.submitted_total)} / {num(q.succeeded_total)} / {num(q.failed_total)}</dd>
+                    <dt>jobs per second</dt><dd>{rate(q.processed_per_second)}</dd>
+                  </dl>
+                  <footer>
+                    <QueueActions q={q} />
+                    <Link href={`/jobs?queue=${q.name}`}>Jobs</Link>
+                  </footer>
+                </div>
+                <Limits queue={q.name} limits={q.limits ?? []} />
+              </div>
             </article>
           ))}
         </div>

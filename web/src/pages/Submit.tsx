@@ -29,7 +29,12 @@ export interface SubmitForm {
   timeout: string;
   idempotencyKey: string;
   dependsOn: string;
+  group?: string;
+  traceparent?: string;
 }
+
+export const groupRe = /^[A-Za-z0-9_.:@-]{1,128}$/;
+export const traceparentRe = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
 
 /** buildSpec checks the form and returns the body of POST /v1/jobs, or the problems by field. */
 export function buildSpec(f: SubmitForm): { errors: Partial<Record<keyof SubmitForm, string>>; spec?: Record<string, unknown> } {
@@ -52,6 +57,10 @@ export function buildSpec(f: SubmitForm): { errors: Partial<Record<keyof SubmitF
     if (!f.runAt || Number.isNaN(d.getTime())) errors.runAt = "pick a date and time";
     else runAt = d.toISOString();
   }
+  const group = f.group?.trim() ?? "";
+  if (group && !groupRe.test(group)) errors.group = "letters, digits or . _ : @ -, up to 128";
+  const tp = f.traceparent?.trim() ?? "";
+  if (tp && !traceparentRe.test(tp)) errors.traceparent = "00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>";
   const deps = f.dependsOn.split(/[\s,]+/).filter(Boolean);
   if (Object.keys(errors).length > 0) return { errors };
   return {
@@ -67,6 +76,8 @@ export function buildSpec(f: SubmitForm): { errors: Partial<Record<keyof SubmitF
       ...(runAt ? { run_at: runAt } : {}),
       ...(f.idempotencyKey.trim() ? { idempotency_key: f.idempotencyKey.trim() } : {}),
       ...(deps.length ? { depends_on: deps } : {}),
+      ...(group ? { group } : {}),
+      ...(tp ? { traceparent: tp } : {}),
     },
   };
 }
@@ -75,7 +86,7 @@ export function Submit() {
   const [, navigate] = useLocation();
   const [f, setF] = useState<SubmitForm>({
     queue: "default", type: "sundial.echo", payload: builtins["sundial.echo"], priority: "normal", when: "now",
-    delay: "10", runAt: "", maxAttempts: "", timeout: "", idempotencyKey: "", dependsOn: "",
+    delay: "10", runAt: "", maxAttempts: "", timeout: "", idempotencyKey: "", dependsOn: "", group: "", traceparent: "",
   });
   const [touched, setTouched] = useState(false);
   const submit = useMutation({ mutationFn: api.submitJob, onSuccess: (j) => navigate(`/jobs/${j.id}`) });
@@ -150,13 +161,19 @@ export function Submit() {
             </Field>
           ) : null}
         </fieldset>
-        <details>
+        <Field label="Group" error={err("group")} hint="Optional fairness group (a tenant): within a priority, groups take turns">
+          <input name="group" value={f.group} onChange={(e) => set({ group: e.target.value })} className="mono" placeholder="e.g. customer-42" />
+        </Field>
+        <details open={!!(err("traceparent") || serverField === "traceparent") || undefined}>
           <summary>More options</summary>
           <Field label="Idempotency key" hint="The same key in the same queue within 24 h returns the first job">
             <input value={f.idempotencyKey} onChange={(e) => set({ idempotencyKey: e.target.value })} />
           </Field>
           <Field label="Depends on (job ids)" hint="Separated by spaces or commas; same queue">
             <input value={f.dependsOn} onChange={(e) => set({ dependsOn: e.target.value })} className="mono" />
+          </Field>
+          <Field label="Traceparent" error={err("traceparent")} hint="W3C trace context the handler's span continues">
+            <input name="traceparent" value={f.traceparent} onChange={(e) => set({ traceparent: e.target.value })} className="mono" placeholder="00-…-…-01" />
           </Field>
         </details>
         <ErrorBanner error={submit.error} title={serverField ? `Refused (${serverField})` : "Refused"} />
