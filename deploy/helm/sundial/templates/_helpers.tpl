@@ -148,6 +148,9 @@ last, in name order.
 - name: {{ $name }}
   value: {{ $value | quote }}
 {{- end }}
+{{- with $v.extraEnv }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/* Pod-level settings shared by the three Deployments: (dict "root" $ "component" "api"). */}}
