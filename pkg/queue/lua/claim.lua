@@ -46,9 +46,13 @@ end
 local FIELDS = {'type', 'payload', 'attempt', 'max_attempts', 'timeout', 'priority', 'created_at', 'run_at', 'state', 'group', 'traceparent'}
 
 -- drop forgets a tombstone (or the id of a pruned job) taken off a list.
-local function drop(id, prio)
-  if redis.call('HDEL', K_TOMB, id) == 1 then
-    redis.call('HINCRBY', K_STATS, 'tomb_' .. (prio or 'normal'), -1)
+-- The tombstone's own priority is counted down: the job's hash may be gone
+-- (pruned after its cancel).
+local function drop(id)
+  local prio = redis.call('HGET', K_TOMB, id)
+  if prio then
+    redis.call('HDEL', K_TOMB, id)
+    redis.call('HINCRBY', K_STATS, 'tomb_' .. prio, -1)
   end
 end
 
@@ -114,7 +118,7 @@ end
 -- consider claims (or drops, or parks) one id taken off a list.
 local function consider(id, f)
   if f[9] ~= 'queued' then
-    drop(id, f[6])
+    drop(id)
   else
     take(id, f)
   end
