@@ -59,6 +59,7 @@ func commands() []command {
 		{"queues", "", "show every queue's counts", runQueues},
 		{"jobs", "submit|get|cancel|retry", "submit and inspect jobs", runJobs},
 		{"dead", "list|retry|purge QUEUE", "dead letters of a queue", runDead},
+		{"limits", "list QUEUE | set|delete QUEUE NAME", "concurrency and rate limits of a queue", runLimits},
 		{"watch", "[--queue Q] [--type T] [--job ID] [--stats]", "print job events live, one line each, until Ctrl-C", runWatch},
 		{"help", "", "show this help", nil},
 	}

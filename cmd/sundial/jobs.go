@@ -43,6 +43,7 @@ func jobsSubmit(ctx context.Context, a *app, args []string) error {
 	fs.String("run-at", "", "run at this RFC 3339 `time`")
 	fs.String("idempotency-key", "", "the same `key` in the same queue within 24 h submits nothing new")
 	fs.String("depends-on", "", "comma-separated job `ids` that must succeed first")
+	fs.String("group", "", "fairness `group` (a tenant): groups take turns within a priority")
 	pos, err := parse(fs, args, false)
 	if err != nil {
 		return err
@@ -60,7 +61,7 @@ func jobsSubmit(ctx context.Context, a *app, args []string) error {
 	fs.Visit(func(f *flag.Flag) {
 		v := f.Value.String()
 		switch f.Name {
-		case "type", "queue", "priority", "idempotency-key":
+		case "type", "queue", "priority", "idempotency-key", "group":
 			doc[strings.ReplaceAll(f.Name, "-", "_")] = v
 		case "run-at":
 			doc["run_at"] = v

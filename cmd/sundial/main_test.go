@@ -227,6 +227,31 @@ func TestJobsQueuesDead(t *testing.T) {
 	s.cli(t, "", args("dead list")).want(t, exitUsage, "queue name")
 }
 
+// TestLimitsCommands sets, lists and deletes a limit and submits a grouped
+// job the limit holds back.
+func TestLimitsCommands(t *testing.T) {
+	s := startServer(t)
+	s.cli(t, "", args("limits set mail smtp --types email.send --key customer --concurrency 1 --rate 100/1m")).
+		want(t, exitOK, "created limit smtp of mail: 0 active, 0 held back")
+	s.cli(t, "", args("limits set mail smtp --concurrency 2")).want(t, exitOK, "replaced limit smtp of mail")
+	s.cli(t, "", args("limits set mail smtp --types email.send --concurrency 1 --rate 100/1m")).want(t, exitOK, "replaced")
+	for range 2 {
+		s.cli(t, "", args("jobs submit --type email.send --queue mail --group tenant-1")).want(t, exitOK, "submitted job ")
+	}
+	if ls, err := s.q.Claim(context.Background(), "mail", 5, "w"); err != nil || len(ls) != 1 {
+		t.Fatalf("claim under the limit: %v %v", ls, err)
+	}
+	s.cli(t, "", args("limits list mail")).want(t, exitOK, "LIMIT", "smtp", "email.send", "100/1m0s", "1")
+	s.cli(t, "", args("queues mail")).want(t, exitOK, "THROTTLED")
+	s.cli(t, "", args("queues mail --json")).want(t, exitOK, `"throttled": 1`)
+	s.cli(t, "", args("limits set mail smtp --rate 5")).want(t, exitUsage, "N/PERIOD")
+	s.cli(t, "", args("limits set mail smtp --concurrency 0")).want(t, exitError, "concurrency")
+	s.cli(t, "", args("limits set mail")).want(t, exitUsage, "the limit's name")
+	s.cli(t, "", args("limits delete mail smtp")).want(t, exitOK, "deleted limit smtp of mail")
+	s.cli(t, "", args("limits delete mail smtp")).want(t, exitNotFound)
+	s.cli(t, "", args("limits list nope")).want(t, exitNotFound)
+}
+
 // TestInfoWatch redraws until interrupted, then exits 0.
 func TestInfoWatch(t *testing.T) {
 	s := startServer(t)

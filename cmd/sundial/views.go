@@ -75,6 +75,7 @@ type queueView struct {
 		Normal int64 `json:"normal"`
 		Low    int64 `json:"low"`
 	} `json:"queued"`
+	Throttled          int64   `json:"throttled"`
 	Scheduled          int64   `json:"scheduled"`
 	Active             int64   `json:"active"`
 	Waiting            int64   `json:"waiting"`
