@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -192,9 +193,16 @@ func (l *ledger) add(ts ...tracked) {
 // acknowledged.
 func (s *stack) submit(t *testing.T, r *rand.Rand, k kind, seq string, l *ledger) ([]string, error) {
 	specs := k.specs(r)
+	group := ""
+	if r.IntN(2) == 0 {
+		group = fmt.Sprintf("tenant-%d", r.IntN(3)) // fairness groups (docs/flow-control.md)
+	}
 	for i, sp := range specs {
 		sp["queue"] = soakQueue
 		sp["idempotency_key"] = fmt.Sprintf("%s-%d", seq, i)
+		if group != "" {
+			sp["group"] = group
+		}
 	}
 	var ids []string
 	if len(specs) == 1 {
@@ -334,8 +342,40 @@ func TestSoak(t *testing.T) {
 		t.Fatalf("create schedule: %d %s %v", code, b, err)
 	}
 
+	// Limits that bind now and then under this load (docs/flow-control.md):
+	// held-back jobs must come back through every fault too.
+	for name, l := range map[string]any{
+		"slow":  map[string]any{"types": []string{"sundial.sleep"}, "concurrency": 8},
+		"fails": map[string]any{"types": []string{"sundial.fail"}, "rate": map[string]any{"limit": 20, "period_seconds": 1}},
+	} {
+		code, b, err := s.Call("PUT", "/v1/queues/"+soakQueue+"/limits/"+name, l, 30*time.Second)
+		if err != nil || code != http.StatusCreated {
+			t.Fatalf("create limit %s: %d %s %v", name, code, b, err)
+		}
+	}
+
 	stop := make(chan struct{})
 	var load sync.WaitGroup
+	// The most jobs the limits held back at once, sampled: the report
+	// shows that they bound.
+	var mostHeld atomic.Int64
+	load.Add(1)
+	go func() {
+		defer load.Done()
+		q := queue.New(s.redis.Client(), queue.Options{})
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if c, err := q.Counts(context.Background(), soakQueue); err == nil && c.Throttled > mostHeld.Load() {
+				mostHeld.Store(c.Throttled)
+			}
+		}
+	}()
 	var submitErrs sync.Map
 	const producers = 4
 	for p := 0; p < producers; p++ {
@@ -394,6 +434,7 @@ func TestSoak(t *testing.T) {
 
 	rep := account(t, s, l)
 	rep.faults, rep.recovery = counts, recovery
+	rep.mostHeld = mostHeld.Load()
 	rep.print(t, cfg)
 	if rep.lost > 0 || rep.wrong > 0 || rep.badHistory > 0 || rep.unrecordedDup > 0 || rep.ranAfterSuccess > 0 {
 		t.Fatalf("the soak found %d lost, %d in a wrong final state, %d with a broken history, %d unrecorded duplicate runs, %d runs after success",
@@ -413,6 +454,7 @@ type report struct {
 	ranAfterSuccess int
 	faults          map[string]int
 	recovery        map[string][]time.Duration
+	mostHeld        int64 // the most jobs the limits held back at once
 }
 
 // account waits for every job to reach a final state and for the history
@@ -664,6 +706,7 @@ func (rep *report) print(t *testing.T, cfg settings) {
 	fmt.Fprintf(&b, "| lost | %d |\n| wrong final state | %d |\n| broken history | %d |\n", rep.lost, rep.wrong, rep.badHistory)
 	fmt.Fprintf(&b, "| runs again after a recorded lease expiry | %d |\n| attempts given back at shutdown | %d |\n", rep.dupAfterLease, rep.released)
 	fmt.Fprintf(&b, "| runs with no recorded cause | %d |\n| runs after success | %d |\n", rep.unrecordedDup, rep.ranAfterSuccess)
+	fmt.Fprintf(&b, "| most jobs held back by limits at once | %d |\n", rep.mostHeld)
 	t.Log(b.String())
 	if p := os.Getenv("SUNDIAL_SOAK_REPORT"); p != "" {
 		_ = os.WriteFile(p, []byte(b.String()), 0o644)
