@@ -5,7 +5,9 @@
 //
 //   node e2e/run.mjs                     everything (PERF_SECONDS=30 by default)
 //   PERF_SECONDS=300 node e2e/run.mjs    the five-minute measurement
-//   E2E_ONLY=flows|screenshots|perf      one part
+//   E2E_ONLY=flows|limits|screenshots|perf   one part (comma-separated for several;
+//                                        limits is the limits flow alone, also part of flows)
+//   E2E_SHOTS=queues,job-throttled,...   only these screenshots
 //   CHROMIUM=/path/to/chromium           another browser binary
 
 import { chromium } from "playwright-core";
@@ -18,7 +20,10 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, "../..");
 const shots = path.join(repo, "docs/screenshots");
 const outDir = path.join(here, "out");
-const only = process.env.E2E_ONLY ?? "";
+const only = new Set((process.env.E2E_ONLY ?? "").split(",").map((s) => s.trim()).filter(Boolean));
+const want = (part) => only.size === 0 || only.has(part);
+const shotsOnly = new Set((process.env.E2E_SHOTS ?? "").split(",").map((s) => s.trim()).filter(Boolean));
+const wantShot = (name) => shotsOnly.size === 0 || shotsOnly.has(name);
 const perfSeconds = Number(process.env.PERF_SECONDS ?? 30);
 const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
 
@@ -62,16 +67,17 @@ try {
   const pageErrors = [];
   page.on("pageerror", (e) => pageErrors.push(String(e)));
 
-  if (!only || only === "flows") {
-    console.log("== e2e: flows");
-    await flows(page);
+  if (want("flows") || want("limits")) {
+    console.log(want("flows") ? "== e2e: flows" : "== e2e: limits flow");
+    if (want("flows")) await flows(page);
+    else await limitsFlow(page);
     await step("no uncaught errors in the page", async () => check(pageErrors.length === 0, pageErrors.join("\n")));
   }
-  if (!only || only === "screenshots") {
+  if (want("screenshots")) {
     console.log("== e2e: screenshots");
     await screenshots(browser);
   }
-  if (!only || only === "perf") {
+  if (want("perf")) {
     console.log(`== e2e: performance, 1,000 events/s for ${perfSeconds} s`);
     await step("performance at 1,000 events/s", () => perf(browser));
   }
@@ -188,6 +194,8 @@ async function flows(page) {
     await conn.getByText("Live").waitFor();
   });
 
+  await limitsFlow(page);
+
   await step("every page has a URL: a filtered job list survives a reload", async () => {
     await page.goto(base + "/jobs?queue=e2e&state=succeeded");
     await page.locator("[data-job]").first().waitFor({ timeout: 20_000 });
@@ -196,6 +204,63 @@ async function flows(page) {
     check((await page.getByLabel("State", { exact: true }).inputValue()) === "succeeded", "state filter lost");
     const states = await page.locator("[data-job] .badge").allTextContents();
     check(states.length > 0 && states.every((s) => s === "succeeded"), `states ${states}`);
+  });
+}
+
+async function limitsFlow(page) {
+  const base = stack.base;
+  await step("a limit is created in the UI, holds jobs back (throttled, active 1/1), and is deleted in the UI", async () => {
+    await stack.api("POST", "/v1/jobs", { queue: "e2e", type: "sundial.echo" }); // the queue exists
+    await page.goto(base + "/queues");
+    await page.locator('[data-testid=connection][data-state=ok]').waitFor();
+    const card = page.locator('article[data-queue="e2e"]');
+    await card.getByRole("button", { name: "Add a limit to e2e" }).click();
+    const form = card.getByRole("form", { name: "New limit on e2e" });
+    await form.getByLabel("Name", { exact: true }).fill("e2e-one");
+    await form.getByLabel("Types", { exact: true }).fill("sundial.sleep");
+    // A bad value is named next to its field before anything is sent.
+    await form.getByLabel("Concurrency", { exact: true }).fill("0");
+    await form.getByText("concurrency must be between 1 and 10000").waitFor();
+    await form.getByLabel("Concurrency", { exact: true }).fill("1");
+    await form.getByRole("button", { name: "Create limit" }).click();
+    const row = card.locator('tr[data-limit="e2e-one"]');
+    await row.waitFor();
+    const made = await stack.api("GET", "/v1/queues/e2e/limits/e2e-one");
+    check(made.concurrency === 1 && made.types?.[0] === "sundial.sleep", `limit ${JSON.stringify(made)}`);
+
+    const jobs = [];
+    for (let i = 0; i < 4; i++) jobs.push(await stack.api("POST", "/v1/jobs", { queue: "e2e", type: "sundial.sleep", payload: { ms: 8000 }, group: i % 2 ? "acme" : "globex" }));
+    await row.getByTestId("limit-concurrency").getByText("1 / 1").waitFor({ timeout: 10_000 });
+    await waitFor("throttled > 0 in the limit's row", async () => Number(await row.getByTestId("limit-throttled").textContent()) > 0, { timeoutMs: 10_000 });
+    await waitFor("throttled > 0 in the queue's counts", async () => Number(await card.getByTestId("queue-throttled").textContent()) > 0, { timeoutMs: 10_000 });
+    await page.screenshot({ path: path.join(outDir, "limit-throttling.png") });
+
+    // A held-back job's page names the limit it waits for.
+    let held;
+    await waitFor("a job held back by e2e-one", async () => {
+      for (const j of jobs.slice().reverse()) {
+        const g = await stack.api("GET", `/v1/jobs/${j.id}`);
+        if (g.throttled_by === "e2e-one") return (held = g);
+      }
+      return false;
+    }, { timeoutMs: 10_000 });
+    await page.goto(base + `/jobs/${held.id}`);
+    await page.getByTestId("job-throttled-by").getByText("waiting for limit e2e-one").waitFor();
+    await page.getByTestId("job-group").getByText(held.group).waitFor();
+
+    await page.goto(base + "/queues");
+    await row.waitFor();
+    await row.getByRole("button", { name: "Delete limit e2e-one" }).click();
+    const dialog = page.getByRole("dialog", { name: "Delete limit e2e-one?" });
+    await dialog.waitFor();
+    await dialog.getByRole("button", { name: "Delete limit" }).click();
+    await row.waitFor({ state: "detached", timeout: 10_000 });
+    check((await stack.api("GET", "/v1/queues/e2e/limits")).limits.length === 0, "the limit is still there");
+    // Its held-back jobs go at once.
+    await waitFor("every job to succeed", async () => {
+      for (const j of jobs) if ((await stack.api("GET", `/v1/jobs/${j.id}`)).state !== "succeeded") return false;
+      return true;
+    }, { timeoutMs: 20_000 });
   });
 }
 
@@ -208,7 +273,7 @@ async function seed() {
   await api("PUT", "/v1/schedules/cleanup", { cron: "*/15 * * * *", job: { queue: "default", type: "sundial.sleep", payload: { ms: 50 } }, enabled: false });
   await api("POST", "/v1/schedules/heartbeat/trigger");
   const jobs = [];
-  for (let i = 0; i < 60; i++) jobs.push({ queue: "default", type: "sundial.echo", payload: { n: i } });
+  for (let i = 0; i < 60; i++) jobs.push({ queue: "default", type: "sundial.echo", payload: { n: i }, ...(i % 3 < 2 ? { group: i % 3 ? "acme" : "globex" } : {}) });
   for (let i = 0; i < 20; i++) jobs.push({ queue: "e2e", type: "sundial.sleep", payload: { ms: 100 }, priority: i % 3 === 0 ? "high" : "normal" });
   for (let i = 0; i < 6; i++) jobs.push({ queue: "e2e", type: "sundial.fail", payload: { times: 9, message: `smtp: 451 try later (${i})` }, max_attempts: 1 });
   for (let i = 0; i < 4; i++) jobs.push({ queue: "default", type: "sundial.fail", payload: { times: 1 }, backoff: { base_seconds: 0.2, max_seconds: 1 } });
@@ -217,7 +282,27 @@ async function seed() {
   const parent = await api("POST", "/v1/jobs", { queue: "default", type: "sundial.sleep", payload: { ms: 300 } });
   const child = await api("POST", "/v1/jobs", { queue: "default", type: "sundial.echo", payload: { after: parent.id }, depends_on: [parent.id] });
   await waitFor("the seeded jobs to settle", async () => (await api("GET", `/v1/jobs/${child.id}`)).state === "succeeded", { timeoutMs: 20_000 });
-  return { parent, child };
+  // Limits: one long sleep at a time (three held back), a cap per customer, a rate on webhooks.
+  // (The built-in handlers refuse unknown payload fields, so the sleeps carry no customer_id.)
+  await api("PUT", "/v1/queues/default/limits/one-sleep", { types: ["sundial.sleep"], concurrency: 1 });
+  await api("PUT", "/v1/queues/default/limits/per-customer", { key: "customer_id", concurrency: 5 });
+  await api("PUT", "/v1/queues/default/limits/webhooks", { types: ["sundial.http"], rate: { limit: 10, period_seconds: 60 } });
+  const exports = [];
+  for (const group of ["acme", "acme", "globex", "acme"]) {
+    exports.push(await api("POST", "/v1/jobs", {
+      queue: "default", type: "sundial.sleep", payload: { ms: 600_000 }, timeout_seconds: 3600, group,
+      traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    }));
+  }
+  let throttled;
+  await waitFor("an export held back", async () => {
+    for (const j of exports) {
+      const g = await api("GET", `/v1/jobs/${j.id}`);
+      if (g.throttled_by) return (throttled = g);
+    }
+    return false;
+  }, { timeoutMs: 15_000 });
+  return { parent, child, throttled };
 }
 
 async function screenshots(browser) {
@@ -229,6 +314,7 @@ async function screenshots(browser) {
     ["overview", "/?window=15m", "Overview"],
     ["jobs", "/jobs", "Jobs"],
     ["job", `/jobs/${seeded.parent.id}`, /Job /],
+    ["job-throttled", `/jobs/${seeded.throttled.id}`, /Job /],
     ["dead-letters", "/dead/e2e", "Dead letters"],
     ["schedules", "/schedules", "Schedules"],
     ["schedule-edit", "/schedules/nightly-report/edit", /Edit schedule/],
@@ -240,11 +326,14 @@ async function screenshots(browser) {
     const ctx = await browser.newContext({ viewport: { width: 1366, height: 860 }, colorScheme: theme });
     const page = await ctx.newPage();
     for (const [name, url, heading] of pages) {
+      if (!wantShot(name)) continue;
       await step(`screenshot ${name} (${theme})`, async () => {
         await page.goto(stack.base + url);
         await page.getByRole("heading", { name: heading }).first().waitFor();
         await page.locator('[data-testid=connection][data-state=ok]').waitFor();
         if (name === "jobs" || name === "dead-letters") await page.locator("[data-job]").first().waitFor({ timeout: 20_000 });
+        if (name === "job-throttled") await page.getByTestId("job-throttled-by").waitFor();
+        if (name === "queues") await page.locator('tr[data-limit="one-sleep"]').waitFor();
         if (name === "job") await page.getByTestId("timeline").locator("li").first().waitFor({ timeout: 20_000 });
         if (name === "schedule-edit") await page.getByTestId("preview").locator("li").nth(4).waitFor();
         if (name === "workers") await page.locator("tbody tr").nth(1).waitFor();
@@ -256,12 +345,31 @@ async function screenshots(browser) {
   }
   const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, colorScheme: "dark", isMobile: true, hasTouch: true });
   const p = await phone.newPage();
-  await step("screenshot overview (phone)", async () => {
-    await p.goto(stack.base + "/?window=15m");
-    await p.locator('[data-testid=connection][data-state=ok]').waitFor();
-    await p.locator(".chart canvas").first().waitFor();
-    await p.screenshot({ path: path.join(shots, "overview-phone.png"), fullPage: false });
-  });
+  if (wantShot("overview")) {
+    await step("screenshot overview (phone)", async () => {
+      await p.goto(stack.base + "/?window=15m");
+      await p.locator('[data-testid=connection][data-state=ok]').waitFor();
+      await p.locator(".chart canvas").first().waitFor();
+      await p.screenshot({ path: path.join(shots, "overview-phone.png"), fullPage: false });
+    });
+  }
+  if (wantShot("queues")) {
+    await step("screenshot queues (phone)", async () => {
+      await p.goto(stack.base + "/queues");
+      await p.locator('[data-testid=connection][data-state=ok]').waitFor();
+      const limits = p.locator('section[aria-label="Limits of default"]');
+      await limits.locator('tr[data-limit="one-sleep"]').waitFor();
+      await limits.scrollIntoViewIfNeeded();
+      await p.screenshot({ path: path.join(shots, "queues-phone.png"), fullPage: false });
+    });
+  }
+  if (wantShot("job-throttled")) {
+    await step("screenshot held-back job (phone)", async () => {
+      await p.goto(stack.base + `/jobs/${seeded.throttled.id}`);
+      await p.getByTestId("job-throttled-by").waitFor();
+      await p.screenshot({ path: path.join(shots, "job-throttled-phone.png"), fullPage: false });
+    });
+  }
   await phone.close();
 }
 

@@ -97,6 +97,13 @@ export function formatRate(r: { limit: number; period_seconds: number }): string
   return `${num(r.limit)} / ${r.period_seconds} s`;
 }
 
+/** concurrency says "1 / 3" (active of the cap), or for a keyed limit the cap per value. */
+function concurrency(l: LimitStatus) {
+  if (!l.concurrency) return <span className="muted">–</span>;
+  if (l.key) return <span title={`at most ${l.concurrency} per value of ${l.key}`}>{num(l.active)} active<span className="sub">{num(l.concurrency)} per key</span></span>;
+  return `${num(l.active)} / ${num(l.concurrency)}`;
+}
+
 interface FormProps {
   queue: string;
   initial?: LimitStatus;
@@ -214,10 +221,10 @@ export function Limits({ queue, limits }: { queue: string; limits: LimitStatus[]
                     {l.types?.length ? l.types.map((t) => <span key={t} className="chip mono">{t}</span>) : <span className="muted">all types</span>}
                   </td>
                   <td className="mono">{l.key || <span className="muted">–</span>}</td>
-                  <td className="num" data-testid="limit-concurrency">{l.concurrency ? `${num(l.active)} / ${num(l.concurrency)}` : <span className="muted">–</span>}</td>
+                  <td className="num" data-testid="limit-concurrency">{concurrency(l)}</td>
                   <td className="num">{l.rate ? formatRate(l.rate) : <span className="muted">–</span>}</td>
                   <td className="num" data-testid="limit-throttled">{l.throttled > 0 ? <strong className="warn-text">{num(l.throttled)}</strong> : "0"}</td>
-                  <td className="actions">
+                  <td className="row-actions">
                     <button type="button" className="small" onClick={() => setEditing(l.name)} aria-label={`Edit limit ${l.name}`}>Edit</button>
                     <button type="button" className="small danger-outline" onClick={() => setDeleting(l.name)} aria-label={`Delete limit ${l.name}`}>Delete</button>
                   </td>

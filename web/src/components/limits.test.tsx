@@ -11,7 +11,7 @@ import type { LimitStatus, QueueStats } from "../api/types";
 
 const limits: LimitStatus[] = [
   { name: "one-at-a-time", types: ["sundial.sleep", "report.build"], concurrency: 1, active: 1, throttled: 4 },
-  { name: "per-customer", key: "customer_id", rate: { limit: 10, period_seconds: 60 }, active: 0, throttled: 0 },
+  { name: "per-customer", key: "customer_id", concurrency: 2, rate: { limit: 10, period_seconds: 60 }, active: 3, throttled: 0 },
 ];
 
 const queue: QueueStats = {
@@ -70,6 +70,7 @@ describe("Limits table", () => {
     expect(rows[2]).toHaveTextContent("all types");
     expect(rows[2]).toHaveTextContent("customer_id");
     expect(rows[2]).toHaveTextContent("10 / min");
+    expect(within(rows[2]).getByTestId("limit-concurrency")).toHaveTextContent("3 active2 per key");
   });
 
   it("says when there are none", () => {
