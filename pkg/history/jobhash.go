@@ -23,6 +23,8 @@ type jobHash struct {
 	createdAt      time.Time
 	dependsOn      []string
 	idempotencyKey string
+	group          string
+	traceparent    string
 }
 
 // decodeJobHash reads the fields of a job hash (queue.JobKey) with the
@@ -36,6 +38,7 @@ func decodeJobHash(h map[string]string) *jobHash {
 		state: j.State, payload: string(j.Payload), result: string(j.Result), priority: string(j.Priority),
 		maxAttempts: j.MaxAttempts, timeout: j.TimeoutSeconds, backoff: j.Backoff,
 		runAt: j.RunAt, createdAt: j.CreatedAt, dependsOn: j.DependsOn, idempotencyKey: j.IdempotencyKey,
+		group: j.Group, traceparent: j.Traceparent,
 	}
 }
 
@@ -60,12 +63,18 @@ func (h *jobHash) fields() bson.D {
 	if h.idempotencyKey != "" {
 		d = append(d, bson.E{Key: fIdempotencyKey, Value: h.idempotencyKey})
 	}
+	if h.group != "" {
+		d = append(d, bson.E{Key: fGroup, Value: h.group})
+	}
+	if h.traceparent != "" {
+		d = append(d, bson.E{Key: fTraceparent, Value: h.traceparent})
+	}
 	return d
 }
 
 // hashFields are the job hash fields the history reads (see decodeJobHash).
 var hashFields = []string{"id", "state", "payload", "result", "priority", "max_attempts", "timeout",
-	"backoff_base", "backoff_max", "run_at", "created_at", "depends_on", "idempotency_key"}
+	"backoff_base", "backoff_max", "run_at", "created_at", "depends_on", "idempotency_key", "group", "traceparent"}
 
 // readJobHashes fills in the hash of each group with one pipelined round
 // trip. Groups whose hash is gone keep hash == nil.

@@ -127,6 +127,8 @@ const (
 	fRunAt          = "run_at"
 	fDependsOn      = "depends_on"
 	fIdempotencyKey = "idempotency_key"
+	fGroup          = "group"
+	fTraceparent    = "traceparent"
 	fJobID          = "job_id"
 	fAt             = "at"
 )
@@ -154,6 +156,8 @@ type jobDoc struct {
 	RunAt          *time.Time  `bson:"run_at"`
 	DependsOn      []string    `bson:"depends_on"`
 	IdempotencyKey string      `bson:"idempotency_key"`
+	Group          string      `bson:"group"`
+	Traceparent    string      `bson:"traceparent"`
 }
 
 func (d *jobDoc) job() *job.Job {
@@ -168,6 +172,7 @@ func (d *jobDoc) job() *job.Job {
 		ID: d.ID, Queue: d.Queue, Type: d.Type, Priority: job.Priority(d.Priority),
 		State: job.State(d.State), Attempt: d.Attempt, MaxAttempts: d.MaxAttempts,
 		TimeoutSeconds: d.TimeoutSeconds, DependsOn: d.DependsOn, IdempotencyKey: d.IdempotencyKey,
+		Group: d.Group, Traceparent: d.Traceparent,
 		CreatedAt: d.CreatedAt.UTC(), StartedAt: utc(d.StartedAt), FinishedAt: utc(d.FinishedAt),
 		WorkerID: d.WorkerID, LastError: d.LastError,
 	}

@@ -23,7 +23,9 @@ func TestEveryEventInOrder(t *testing.T) {
 	zero := func(s *job.Spec) { s.Backoff = &job.Backoff{}; s.MaxAttempts = ptr(2) }
 	e.startWriter(e.store, testWriterConfig())
 
-	ok := e.submit(q, "t.ok", 5, zero)
+	ok := e.submit(q, "t.ok", 5, zero, func(s *job.Spec) {
+		s.Group, s.Traceparent = "tenant-1", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	})
 	e.complete(q, e.claim(q, 5), queue.OutcomeSucceeded, "")
 	flaky := e.submit(q, "t.flaky", 3, zero)
 	e.complete(q, e.claim(q, 3), queue.OutcomeFailed, "boom") // retried at once (backoff 0)
