@@ -19,7 +19,13 @@
 -- long (the next call goes on). An empty reply when the
 -- queue is paused or empty; the signal list is then cleared, so the caller
 -- can block on it and be woken by the next submit.
-if redis.call('EXISTS', K_PAUSED) == 1 then return {} end
+-- One EXISTS over the pause flag and the limits tells the common case
+-- (neither) apart at no extra cost.
+local gate = nil
+if redis.call('EXISTS', K_PAUSED, K_LIMITS) > 0 then
+  if redis.call('EXISTS', K_PAUSED) == 1 then return {} end
+  gate = limits_gate()
+end
 local n = tonumber(ARGV[6])
 local need = n
 local worker = ARGV[7]
@@ -35,7 +41,6 @@ local out = {}
 local leases = {} -- score, member pairs for the lease set
 local actives = {} -- field, value pairs for K_ACTIVE
 local fence = nil
-local gate = limits_gate()
 local parked = 0
 -- next_token hands out fencing tokens from one range reserved on first use.
 local function next_token()

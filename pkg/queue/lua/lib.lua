@@ -210,7 +210,8 @@ local function slot_key(v)
 end
 
 -- limits_gate returns the admission check of one claim call, or nil when
--- the queue has no limits (the common path: one HGETALL per call).
+-- the queue has no limits (claim.lua calls it only when its limits hash
+-- exists: the common path pays nothing).
 -- gate.check(jtype, payload) returns true and the slots to take, or false,
 -- the slot that has no room and, for a full rate window, when it has room
 -- again. gate.take(picks, member) takes them and returns the concurrency
