@@ -88,13 +88,19 @@ type Job struct {
 	// waits until they have; if one ends dead or cancelled, the job is
 	// cancelled.
 	DependsOn []string
+	// Group is the job's fairness group (a tenant): within one priority
+	// of a queue, groups take turns (docs/flow-control.md).
+	Group string
+	// Traceparent is a W3C trace context the job's handler span continues
+	// (docs/tracing.md).
+	Traceparent string
 }
 
 // spec turns j into the engine's submit spec.
 func (j Job) spec() (job.Spec, error) {
 	s := job.Spec{
 		Queue: j.Queue, Type: j.Type, Priority: j.Priority, Backoff: j.Backoff,
-		IdempotencyKey: j.IdempotencyKey, DependsOn: j.DependsOn,
+		IdempotencyKey: j.IdempotencyKey, DependsOn: j.DependsOn, Group: j.Group, Traceparent: j.Traceparent,
 	}
 	switch p := j.Payload.(type) {
 	case nil:
@@ -216,8 +222,10 @@ func (c *Client) Retry(ctx context.Context, id string) (*Record, error) {
 type QueueInfo struct {
 	Name   string
 	Paused bool
-	// Queued counts the due jobs, by priority.
+	// Queued counts the due jobs, by priority, but for those a limit
+	// holds back: Throttled counts them.
 	Queued                       map[Priority]int64
+	Throttled                    int64
 	Scheduled, Active, Waiting   int64
 	Dead                         int64
 	Submitted, Succeeded, Failed int64 // since the queue began; Failed counts failed attempts
@@ -232,13 +240,45 @@ func (c *Client) QueueInfo(ctx context.Context, queue string) (*QueueInfo, error
 	}
 	info := &QueueInfo{
 		Name: st.Name, Paused: st.Paused, Queued: make(map[Priority]int64, len(st.Queued)),
-		Scheduled: st.Scheduled, Active: st.Active, Waiting: st.Waiting, Dead: st.Dead,
+		Throttled: st.Throttled, Scheduled: st.Scheduled, Active: st.Active, Waiting: st.Waiting, Dead: st.Dead,
 		Submitted: st.SubmittedTotal, Succeeded: st.SucceededTotal, Failed: st.FailedTotal,
 	}
 	for p, n := range st.Queued {
 		info.Queued[Priority(p)] = n
 	}
 	return info, nil
+}
+
+// Limit caps the jobs of a queue it covers: how many run at once and how
+// many start per period, per value of a payload key when it has one
+// (docs/flow-control.md).
+type Limit = queue.Limit
+
+// Rate is a Limit's cap on starts per period.
+type Rate = queue.Rate
+
+// LimitStatus is a Limit with the jobs it holds now.
+type LimitStatus = queue.LimitStatus
+
+// ErrLimitNotFound: the queue has no limit of that name.
+var ErrLimitNotFound = queue.ErrLimitNotFound
+
+// SetLimit creates or replaces a limit of queue; it applies from the next
+// claim, on every worker.
+func (c *Client) SetLimit(ctx context.Context, queue string, l Limit) (LimitStatus, error) {
+	st, _, err := c.q.SetLimit(ctx, queue, l)
+	return st, err
+}
+
+// Limits returns the limits of queue.
+func (c *Client) Limits(ctx context.Context, queue string) ([]LimitStatus, error) {
+	return c.q.Limits(ctx, queue)
+}
+
+// DeleteLimit removes a limit of queue; the jobs it held back are queued
+// again at once.
+func (c *Client) DeleteLimit(ctx context.Context, queue, name string) error {
+	return c.q.DeleteLimit(ctx, queue, name)
 }
 
 // Schedules returns the store of recurring schedules: Put one (a cron

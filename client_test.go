@@ -128,3 +128,38 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 		t.Fatalf("Wait: %v", err)
 	}
 }
+
+// TestLimitsThroughTheClient sets a limit, submits grouped jobs it holds
+// back, and deletes it.
+func TestLimitsThroughTheClient(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, _ := newClient(t)
+	if _, err := c.SetLimit(ctx, "lim", sundial.Limit{Name: "one", Types: []string{"t"}, Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := c.Submit(ctx, sundial.Job{Type: "t", Queue: "lim", Group: "tenant-1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ls, err := c.Engine().Claim(ctx, "lim", 5, "w"); err != nil || len(ls) != 1 || ls[0].Job.Group != "tenant-1" {
+		t.Fatalf("claim: %v %v", ls, err)
+	}
+	info, err := c.QueueInfo(ctx, "lim")
+	if err != nil || info.Throttled != 2 || info.Queued[sundial.Normal] != 0 {
+		t.Fatalf("queue info: %+v %v", info, err)
+	}
+	if ls, err := c.Limits(ctx, "lim"); err != nil || len(ls) != 1 || ls[0].Active != 1 || ls[0].Throttled != 2 {
+		t.Fatalf("limits: %+v %v", ls, err)
+	}
+	if err := c.DeleteLimit(ctx, "lim", "one"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteLimit(ctx, "lim", "one"); !errors.Is(err, sundial.ErrLimitNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	if info, _ := c.QueueInfo(ctx, "lim"); info.Throttled != 0 || info.Queued[sundial.Normal] != 2 {
+		t.Fatalf("after the delete: %+v", info)
+	}
+}
