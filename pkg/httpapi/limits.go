@@ -103,11 +103,16 @@ func (s *Server) putLimit(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	status := http.StatusOK
+	c.JSON(putStatus(created), st)
+}
+
+// putStatus is the success status of a PUT: 201 when it created the
+// resource, 200 when it replaced one.
+func putStatus(created bool) int {
 	if created {
-		status = http.StatusCreated
+		return http.StatusCreated
 	}
-	c.JSON(status, st)
+	return http.StatusOK
 }
 
 // getLimit handles GET /v1/queues/{q}/limits/{name}.

@@ -97,12 +97,10 @@ func (s *Server) putSchedule(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	status := http.StatusOK
 	if created {
-		status = http.StatusCreated
 		c.Header("Location", "/v1/schedules/"+out.ID)
 	}
-	c.JSON(status, out)
+	c.JSON(putStatus(created), out)
 }
 
 // listSchedules handles GET /v1/schedules[?queue=].
