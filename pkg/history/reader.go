@@ -22,6 +22,7 @@ var (
 type Query struct {
 	Queue  string
 	Type   string
+	Group  string // the jobs' fairness group (a tenant)
 	State  job.State
 	From   time.Time // created_at ≥ From
 	To     time.Time // created_at < To

@@ -59,6 +59,9 @@ func (s *Store) Search(ctx context.Context, q Query) ([]*job.Job, string, error)
 	if q.Type != "" {
 		filter = append(filter, bson.E{Key: fType, Value: q.Type})
 	}
+	if q.Group != "" {
+		filter = append(filter, bson.E{Key: fGroup, Value: q.Group})
+	}
 	if q.State != "" {
 		filter = append(filter, bson.E{Key: fState, Value: string(q.State)})
 	}

@@ -175,6 +175,7 @@ var indexes = []struct {
 	{JobsCollection, "created_id", []string{fCreatedAt, fID}},
 	{JobsCollection, "queue_state_created", []string{fQueue, fState, fCreatedAt}},
 	{JobsCollection, "type_created", []string{fType, fCreatedAt}},
+	{JobsCollection, "group_created", []string{fGroup, fCreatedAt}},
 	{JobsCollection, "idempotency_key", []string{fIdempotencyKey}},
 	{EventsCollection, "job_at", []string{fJobID, fAt}},
 }

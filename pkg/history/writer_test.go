@@ -78,6 +78,16 @@ func TestEveryEventInOrder(t *testing.T) {
 			t.Fatalf("job %s (%s):\n mongo %+v\n redis %+v", j.ID, j.Type, doc, live)
 		}
 	}
+	// The group is searchable.
+	found, _, err := e.store.Search(e.ctx, Query{Queue: q, Group: "tenant-1"})
+	if err != nil || len(found) != len(ok) {
+		t.Fatalf("search by group: %d jobs, %v; want the %d of tenant-1", len(found), err, len(ok))
+	}
+	for _, j := range found {
+		if j.Group != "tenant-1" || j.Type != "t.ok" {
+			t.Fatalf("search by group found %s (%s, group %q)", j.ID, j.Type, j.Group)
+		}
+	}
 	if _, err := e.store.Job(e.ctx, "nope"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown job: %v, want ErrNotFound", err)
 	}

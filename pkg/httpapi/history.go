@@ -65,16 +65,18 @@ func (s *Server) searchJobs(c *gin.Context) {
 
 func searchQuery(c *gin.Context) (history.Query, error) {
 	var q history.Query
-	if err := checkQuery(c, "queue", "type", "state", "from", "to", "limit", "cursor"); err != nil {
+	if err := checkQuery(c, "queue", "type", "group", "state", "from", "to", "limit", "cursor"); err != nil {
 		return q, err
 	}
-	q.Queue, q.Type, q.Cursor = c.Query("queue"), c.Query("type"), c.Query("cursor")
+	q.Queue, q.Type, q.Group, q.Cursor = c.Query("queue"), c.Query("type"), c.Query("group"), c.Query("cursor")
 	q.State = job.State(c.Query("state"))
 	switch {
 	case q.Queue != "" && !job.ValidQueue(q.Queue):
 		return q, invalid("queue", "queue must match [a-z0-9_-]{1,64}")
 	case q.Type != "" && !job.ValidType(q.Type):
 		return q, invalid("type", "type must match [A-Za-z0-9_.:-]{1,128}")
+	case q.Group != "" && !job.ValidGroup(q.Group):
+		return q, invalid("group", "group must match [A-Za-z0-9_.:@-]{1,128}")
 	case q.State != "" && !q.State.Valid():
 		return q, invalid("state", "state must be one of waiting, scheduled, queued, active, succeeded, dead, cancelled")
 	}

@@ -91,7 +91,7 @@ func TestSearchJobs(t *testing.T) {
 	h := &fakeHistory{jobs: map[string]*job.Job{"01JDA": {ID: "01JDA", Queue: "mail", Type: "send", State: job.Dead}}}
 	a := start(t, func(c *Config) { c.History = h })
 	var res searchResult
-	a.do("GET", "/v1/jobs?queue=mail&type=send&state=dead&from=2026-11-01T00:00:00Z&to=2026-11-02T00:00:00Z&limit=10&cursor=abc", nil).
+	a.do("GET", "/v1/jobs?queue=mail&type=send&group=tenant-1&state=dead&from=2026-11-01T00:00:00Z&to=2026-11-02T00:00:00Z&limit=10&cursor=abc", nil).
 		decode(t, http.StatusOK, &res)
 	if len(res.Jobs) != 1 || res.NextCursor != "next-page" {
 		t.Fatalf("%+v", res)
@@ -101,7 +101,7 @@ func TestSearchJobs(t *testing.T) {
 	h.mu.Unlock()
 	want := history.Query{Queue: "mail", Type: "send", State: job.Dead, Limit: 10, Cursor: "abc",
 		From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)}
-	if !q.From.Equal(want.From) || !q.To.Equal(want.To) || q.Queue != want.Queue || q.Type != want.Type ||
+	if !q.From.Equal(want.From) || !q.To.Equal(want.To) || q.Queue != want.Queue || q.Type != want.Type || q.Group != "tenant-1" ||
 		q.State != want.State || q.Limit != want.Limit || q.Cursor != want.Cursor {
 		t.Fatalf("query %+v, want %+v", q, want)
 	}
@@ -114,7 +114,7 @@ func TestSearchJobs(t *testing.T) {
 
 	for _, c := range []struct{ query, field string }{
 		{"limit=501", "limit"}, {"limit=x", "limit"}, {"state=lost", "state"}, {"queue=A+B", "queue"},
-		{"type=a%20b", "type"}, {"from=yesterday", "from"}, {"to=2026", "to"},
+		{"type=a%20b", "type"}, {"group=a%20b", "group"}, {"from=yesterday", "from"}, {"to=2026", "to"},
 		{"from=2026-11-02T00:00:00Z&to=2026-11-01T00:00:00Z", "to"}, {"cursor=bogus", "cursor"}, {"stat=dead", "stat"},
 	} {
 		a.do("GET", "/v1/jobs?"+c.query, nil).wantError(t, http.StatusBadRequest, codeInvalidArgument, c.field)

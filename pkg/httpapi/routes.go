@@ -98,6 +98,7 @@ func (s *Server) routes() []route {
 			Query: []param{
 				{"queue", "Only jobs of this queue.", queueSchema, false},
 				{"type", "Only jobs of this type.", typeSchema, false},
+				{"group", "Only jobs of this fairness group.", map[string]any{"type": "string", "pattern": "^[A-Za-z0-9_.:@-]{1,128}$"}, false},
 				{"state", "Only jobs in this state.", enumSchema(job.State("")), false},
 				{"from", "created_at at or after this time.", timeSchema, false},
 				{"to", "created_at before this time.", timeSchema, false},
