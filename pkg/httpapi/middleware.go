@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // requestIDHeader carries the request id in and out.
@@ -103,6 +104,10 @@ func (s *Server) observe(ids *requestIDs) gin.HandlerFunc {
 		}
 		if len(c.Errors) > 0 {
 			attrs = append(attrs, slog.String("err", c.Errors.Last().Err.Error()))
+		}
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			// The request's span (tracing on): its trace finds the line.
+			attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
 		}
 		s.log.LogAttrs(ctx, level, "http request", attrs...)
 	}
