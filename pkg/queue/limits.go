@@ -142,45 +142,39 @@ func (c *Client) SetLimit(ctx context.Context, queue string, l Limit) (st LimitS
 	if err := l.Validate(); err != nil {
 		return LimitStatus{}, false, err
 	}
-	k := c.keysFor(queue)
-	pipe := c.rdb.Pipeline()
-	n := pipe.HLen(ctx, k.tag+"limits")
-	exists := pipe.HExists(ctx, k.tag+"limits", l.Name)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return LimitStatus{}, false, fmt.Errorf("limits: %w", err)
-	}
-	if n.Val() >= MaxLimitsPerQueue && !exists.Val() {
-		return LimitStatus{}, false, ErrTooManyLimits
-	}
 	if err := c.register(ctx, queue); err != nil {
 		return LimitStatus{}, false, err
 	}
-	if err := c.limitOp(ctx, k, "set", l.Name, l.encode()); err != nil {
+	if created, err = c.limitOp(ctx, c.keysFor(queue), "set", l.Name, l.encode()); err != nil {
 		return LimitStatus{}, false, err
 	}
 	st, err = c.Limit(ctx, queue, l.Name)
-	return st, !exists.Val(), err
+	return st, created, err
 }
 
 // DeleteLimit removes limit name of queue; every job it held back goes
 // back to its list. ErrLimitNotFound when there is none.
 func (c *Client) DeleteLimit(ctx context.Context, queue, name string) error {
-	return c.limitOp(ctx, c.keysFor(queue), "del", name, "")
+	_, err := c.limitOp(ctx, c.keysFor(queue), "del", name, "")
+	return err
 }
 
 // limitOp runs limit.lua, then 'free' until it has let go every job that
-// must go.
-func (c *Client) limitOp(ctx context.Context, k *queueKeys, op, name, def string) error {
+// must go. created tells whether a 'set' made a new limit.
+func (c *Client) limitOp(ctx context.Context, k *queueKeys, op, name, def string) (created bool, err error) {
 	for {
-		res, err := c.run(ctx, c.scripts.limit, k, c.opts.Now(), op, name, def).StringSlice()
-		if err != nil {
-			return fmt.Errorf("limit %s: %w", op, err)
+		res, err := c.run(ctx, c.scripts.limit, k, c.opts.Now(), op, name, def, MaxLimitsPerQueue).StringSlice()
+		switch {
+		case err != nil:
+			return false, fmt.Errorf("limit %s: %w", op, err)
+		case res[0] == "not_found":
+			return false, ErrLimitNotFound
+		case res[0] == "full":
+			return false, ErrTooManyLimits
 		}
-		if res[0] == "not_found" {
-			return ErrLimitNotFound
-		}
-		if len(res) < 3 || res[2] == "0" {
-			return nil
+		created = created || res[3] == "1"
+		if res[2] == "0" {
+			return created, nil
 		}
 		op = "free"
 	}

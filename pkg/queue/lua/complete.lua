@@ -26,7 +26,7 @@ for i = 1, n do
   local jk = JOB .. id
   local cur, attempt, jtype, slots
   if act[i] then
-    cur, attempt, jtype, slots = string.match(act[i], '^(%S+) (%S+) (%S+) ?(%S*)$') -- see K_ACTIVE
+    cur, attempt, jtype, slots = parse_active(act[i])
   else
     -- No entry: not active, or claimed by a release that kept no K_ACTIVE
     -- (an upgrade): the job hash decides.

@@ -27,7 +27,8 @@ local SIGNAL_CAP = 64
 -- allows 10000). Even, so that score/member pairs stay together.
 local CHUNK = 1000
 local K_TOMB = QK .. 'tomb' -- hash: id → priority of cancelled ids still in a priority list
--- K_ACTIVE: hash id → "<token> <attempt> <type>" of every active job (set by
+-- K_ACTIVE: hash id → "<token> <attempt> <type>[ <slot>,<slot>…]" of every
+-- active job, the slots being the concurrency slots it holds (set by
 -- claim, removed wherever the lease entry is), so that completing a batch
 -- checks every token with one HMGET instead of reading each job's hash.
 local K_ACTIVE = QK .. 'active'
@@ -212,7 +213,8 @@ end
 -- limits_gate returns the admission check of one claim call, or nil when
 -- the queue has no limits (claim.lua calls it only when its limits hash
 -- exists: the common path pays nothing).
--- gate.check(jtype, payload) returns true and the slots to take, or false,
+-- gate.check(jtype, payload) returns true and the slots to take (nil for
+-- none), or false,
 -- the slot that has no room and, for a full rate window, when it has room
 -- again. gate.take(picks, member) takes them and returns the concurrency
 -- slots held, comma-separated ('' for none).
@@ -235,6 +237,7 @@ local function limits_gate()
   local lnow = nil
   local gate = {}
   function gate.check(jtype, payload)
+    if not by[jtype] and not by['*'] then return true, nil end -- no limit covers it
     local picks = {}
     local doc, decoded = nil, false
     for _, ls in ipairs({by[jtype] or {}, by['*'] or {}}) do
@@ -395,18 +398,41 @@ local function free_slots(slots)
   free_slot_counts(counts)
 end
 
--- active_slots returns the concurrency slots of a K_ACTIVE record.
-local function active_slots(rec)
-  return rec and string.match(rec, '^%S+ %S+ %S+ (%S+)$') or ''
+-- parse_active reads a K_ACTIVE record: token, attempt, type and the
+-- concurrency slots held ('' for none).
+local function parse_active(rec)
+  return string.match(rec, '^(%S+) (%S+) (%S+) ?(%S*)$')
 end
 
 -- end_lease ends an attempt's lease: its lease entry, its K_ACTIVE record
 -- and the slots it held (slots nil: read from K_ACTIVE).
 local function end_lease(id, slots)
-  if slots == nil then slots = active_slots(redis.call('HGET', K_ACTIVE, id)) end
+  if slots == nil then
+    local rec = redis.call('HGET', K_ACTIVE, id)
+    slots = rec and select(4, parse_active(rec)) or ''
+  end
   redis.call('ZREM', K_LEASES, id)
   redis.call('HDEL', K_ACTIVE, id)
   free_slots(slots)
+end
+
+-- slot_room returns how many more jobs slot may start now under limit l,
+-- at most cap, and for a rate when its window next has room: its oldest
+-- start's end, or a period from now when the window is empty (the jobs
+-- let go now will fill it).
+local function slot_room(l, slot, lnow, cap)
+  local room, again = cap, nil
+  if l.rate > 0 then
+    local rk = QK .. 'rate:' .. slot
+    redis.call('ZREMRANGEBYSCORE', rk, '-inf', ms(lnow - l.period))
+    room = math.min(room, l.rate - redis.call('ZCARD', rk))
+    local first = redis.call('ZRANGE', rk, 0, 0, 'WITHSCORES')
+    again = first[2] and tonumber(first[2]) + l.period or lnow + l.period
+  end
+  if l.conc > 0 then
+    room = math.min(room, l.conc - (tonumber(redis.call('HGET', K_LIMUSE, slot)) or 0))
+  end
+  return room, again
 end
 
 -- run_timers lets jobs held back by a rate go again once their slot's
@@ -420,24 +446,11 @@ local function run_timers(limit)
     local name = limit_of(slot)
     local spec = redis.call('HGET', K_LIMITS, name)
     local l = spec and parse_limit(name, spec)
-    local room = UNPARK_MAX
-    -- When the slot's window next has room, should jobs still wait after
-    -- this: its oldest start's end, or a period from now when the window
-    -- is empty (the jobs let go now will fill it).
-    local again = lnow
-    if l and l.rate > 0 then
-      local rk = QK .. 'rate:' .. slot
-      redis.call('ZREMRANGEBYSCORE', rk, '-inf', ms(lnow - l.period))
-      room = math.min(room, l.rate - redis.call('ZCARD', rk))
-      local first = redis.call('ZRANGE', rk, 0, 0, 'WITHSCORES')
-      again = first[2] and tonumber(first[2]) + l.period or lnow + l.period
-    end
-    if l and l.conc > 0 then
-      room = math.min(room, l.conc - (tonumber(redis.call('HGET', K_LIMUSE, slot)) or 0))
-    end
+    local room, again = UNPARK_MAX, nil -- a deleted limit holds nothing back
+    if l then room, again = slot_room(l, slot, lnow, UNPARK_MAX) end
     local k = unpark(slot, room)
-    if k == UNPARK_MAX then again = lnow end
-    if (l and l.rate > 0 or k == UNPARK_MAX) and redis.call('EXISTS', QK .. 'parked:' .. slot) == 1 then
+    if k == UNPARK_MAX then again = lnow end -- more to let go at once
+    if again and redis.call('EXISTS', QK .. 'parked:' .. slot) == 1 then
       redis.call('ZADD', K_TIMERS, ms(again), slot)
     end
   end
