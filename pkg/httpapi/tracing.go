@@ -73,24 +73,17 @@ const traceparentHeader = "traceparent"
 
 // requestTraceparent returns the trace context a job submitted by c carries
 // when its body names none: the request span's when tracing is on (so that
-// the worker's span is the request span's child), else the request's
-// traceparent header as it came, when valid (an invalid one is ignored).
+// the worker's span is the request span's child), written by the W3C
+// propagator the worker reads it back with; else the request's traceparent
+// header as it came, when valid (an invalid one is ignored).
 func requestTraceparent(c *gin.Context) string {
 	if sc := trace.SpanContextFromContext(c.Request.Context()); sc.IsValid() {
-		return formatTraceparent(sc)
+		carrier := propagation.MapCarrier{}
+		propagation.TraceContext{}.Inject(c.Request.Context(), carrier)
+		return carrier[traceparentHeader]
 	}
 	if h := c.GetHeader(traceparentHeader); job.ValidTraceparent(h) {
 		return h
 	}
 	return ""
-}
-
-// formatTraceparent writes sc as a version-00 traceparent, with the sampled
-// flag only, as the W3C propagator does.
-func formatTraceparent(sc trace.SpanContext) string {
-	flags := "00"
-	if sc.IsSampled() {
-		flags = "01"
-	}
-	return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + flags
 }
