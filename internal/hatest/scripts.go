@@ -11,7 +11,8 @@ import (
 )
 
 // ScriptLog is a go-redis hook that records every script a client runs
-// (EVALSHA and EVAL, by SHA1), for tests that must run every script.
+// (EVALSHA and EVAL by SHA1, FCALL by function name), for tests that must
+// run every script.
 type ScriptLog struct {
 	mu   sync.Mutex
 	seen map[string]bool
@@ -67,6 +68,8 @@ func (l *ScriptLog) note(cmd redis.Cmder) {
 	case "eval", "eval_ro":
 		h := sha1.Sum([]byte(body))
 		sha = hex.EncodeToString(h[:])
+	case "fcall", "fcall_ro":
+		sha = body // the function's name
 	default:
 		return
 	}

@@ -255,7 +255,7 @@ func BenchmarkCallCost(b *testing.B) {
 	}
 }
 
-// scriptTime returns the µs Redis spent in EVALSHA since the last CONFIG
+// scriptTime returns the µs Redis spent in script calls (FCALL, EVALSHA) since the last CONFIG
 // RESETSTAT, and the part of it in the commands the scripts ran.
 func scriptTime(b *testing.B, rdb redis.UniversalClient) (script, inner float64) {
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
@@ -270,7 +270,7 @@ func scriptTime(b *testing.B, rdb redis.UniversalClient) (script, inner float64)
 		_, usec, _ := strings.Cut(v, "usec=")
 		usec, _, _ = strings.Cut(usec, ",")
 		f, _ := strconv.ParseFloat(usec, 64)
-		if k == "cmdstat_evalsha" {
+		if k == "cmdstat_evalsha" || k == "cmdstat_fcall" {
 			script += f
 		} else {
 			inner += f

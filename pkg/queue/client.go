@@ -7,7 +7,6 @@ package queue
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -88,6 +87,7 @@ type Client struct {
 	rdb     redis.UniversalClient
 	opts    Options
 	scripts *scripts
+	mode    scriptMode
 
 	mu         sync.Mutex
 	keys       map[string]*queueKeys
@@ -119,17 +119,6 @@ func (c *Client) Options() Options { return c.opts }
 
 // Now returns the engine's clock reading.
 func (c *Client) Now() time.Time { return c.opts.Now() }
-
-// LoadScripts loads every script into Redis' script cache, so that the
-// first calls and pipelines find them. Scripts are loaded on demand anyway.
-func (c *Client) LoadScripts(ctx context.Context) error {
-	for _, s := range c.scripts.all() {
-		if err := s.Load(ctx, c.rdb).Err(); err != nil {
-			return fmt.Errorf("load scripts: %w", err)
-		}
-	}
-	return nil
-}
 
 func (c *Client) keysFor(queue string) *queueKeys {
 	c.mu.Lock()
@@ -170,8 +159,8 @@ func (c *Client) register(ctx context.Context, queue string) error {
 }
 
 // run calls script s over queue's keys with the standard ARGV prefix.
-func (c *Client) run(ctx context.Context, s *redis.Script, k *queueKeys, now time.Time, args ...any) *redis.Cmd {
-	return s.Run(ctx, c.rdb, k.all, c.argv(k, now, args)...)
+func (c *Client) run(ctx context.Context, s *script, k *queueKeys, now time.Time, args ...any) *redis.Cmd {
+	return c.call(ctx, c.rdb, s, k.all, c.argv(k, now, args))
 }
 
 // argv is a script's ARGV: the queue's prefixes and clocks, then args.

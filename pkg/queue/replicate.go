@@ -19,7 +19,7 @@ var ErrNotReplicated = errors.New("write not acknowledged by enough Redis replic
 // runReplicated runs script s on a connection of its own to the master of
 // k's slot and then WAITs on that connection (WAIT counts the replicas that
 // have every write of its own connection) for Options.WaitReplicas replicas.
-func (c *Client) runReplicated(ctx context.Context, s *redis.Script, k *queueKeys, now time.Time, args ...any) ([]string, error) {
+func (c *Client) runReplicated(ctx context.Context, s *script, k *queueKeys, now time.Time, args ...any) ([]string, error) {
 	// A refused script wrote nothing: MOVED, ASK and TRYAGAIN (a shard
 	// failed over, a slot is moving) and a refused connection (a dead
 	// master still in the slot map) are retried on the slot's master, once
@@ -42,7 +42,7 @@ func (c *Client) runReplicated(ctx context.Context, s *redis.Script, k *queueKey
 	}
 }
 
-func (c *Client) runAndWait(ctx context.Context, s *redis.Script, k *queueKeys, now time.Time, args []any) ([]string, error) {
+func (c *Client) runAndWait(ctx context.Context, s *script, k *queueKeys, now time.Time, args []any) ([]string, error) {
 	var node *redis.Client
 	switch r := c.rdb.(type) {
 	case *redis.Client: // one server, or Sentinel's failover client
@@ -58,7 +58,7 @@ func (c *Client) runAndWait(ctx context.Context, s *redis.Script, k *queueKeys, 
 	}
 	conn := node.Conn()
 	defer conn.Close()
-	res, err := s.Run(ctx, conn, k.all, c.argv(k, now, args)...).StringSlice()
+	res, err := c.call(ctx, conn, s, k.all, c.argv(k, now, args)).StringSlice()
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,7 @@
--- lib.lua: shared prelude, prepended to every script of this directory.
+-- lib.lua: the shared part of the transition scripts of this directory.
+-- scripts.go builds one Redis function library of it and every script
+-- (one function each, loaded once per server), and the same text as
+-- plain scripts for servers without functions.
 --
 -- Every script receives the same KEYS, the keys of one queue (see keys.go):
 --   KEYS[1] high   KEYS[2] normal   KEYS[3] low    (priority lists, LPUSH in / RPOP out)
@@ -14,11 +17,24 @@
 --           never depends on the clocks of different hosts agreeing)
 --   ARGV[5] queue name
 -- Script-specific arguments start at ARGV[6].
-local K_HIGH, K_NORMAL, K_LOW = KEYS[1], KEYS[2], KEYS[3]
-local K_SCHED, K_WAIT, K_LEASES, K_DEAD, K_FIN = KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local K_EVENTS, K_STATS, K_PAUSED, K_SIGNAL, K_FENCE = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
-local JOB, QK, NOW_S, LEASE_CLOCK, QUEUE = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local NOW = tonumber(NOW_S)
+-- The per-call values below are set by begin() from KEYS and ARGV at the
+-- start of every call (scripts.go): the library is loaded once, as a
+-- Redis function library, and its functions share these upvalues. One
+-- call runs at a time, so they never mix.
+local K_HIGH, K_NORMAL, K_LOW
+local K_SCHED, K_WAIT, K_LEASES, K_DEAD, K_FIN
+local K_EVENTS, K_STATS, K_PAUSED, K_SIGNAL, K_FENCE
+local JOB, QK, NOW_S, LEASE_CLOCK, QUEUE, NOW
+local K_TOMB -- hash: id → priority of cancelled ids still in a priority list
+-- K_ACTIVE: hash id → "<token> <attempt> <type>[ <slot>,<slot>…]" of every
+-- active job, the slots being the concurrency slots it holds (set by
+-- claim, removed wherever the lease entry is), so that completing a batch
+-- checks every token with one HMGET instead of reading each job's hash.
+local K_ACTIVE
+-- The flow-control keys (see "Limits" below).
+local K_LIMITS, K_LIMUSE, K_LIMSTAT, K_TIMERS
+-- The events of this call (see emit).
+local ev_groups, ev_last
 local WAKE_CHANNEL = 'sundial:poller:wake'
 local CANCEL_CHANNEL = 'sundial:cancel'
 local SIGNAL_CAP = 64
@@ -26,13 +42,18 @@ local SIGNAL_CAP = 64
 -- stack holds about 8000, and a batch may be larger (SUNDIAL_CONCURRENCY
 -- allows 10000). Even, so that score/member pairs stay together.
 local CHUNK = 1000
-local K_TOMB = QK .. 'tomb' -- hash: id → priority of cancelled ids still in a priority list
--- K_ACTIVE: hash id → "<token> <attempt> <type>[ <slot>,<slot>…]" of every
--- active job, the slots being the concurrency slots it holds (set by
--- claim, removed wherever the lease entry is), so that completing a batch
--- checks every token with one HMGET instead of reading each job's hash.
-local K_ACTIVE = QK .. 'active'
 
+-- begin sets the per-call values from this call's KEYS and ARGV.
+local function begin()
+  K_HIGH, K_NORMAL, K_LOW = KEYS[1], KEYS[2], KEYS[3]
+  K_SCHED, K_WAIT, K_LEASES, K_DEAD, K_FIN = KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+  K_EVENTS, K_STATS, K_PAUSED, K_SIGNAL, K_FENCE = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
+  JOB, QK, NOW_S, LEASE_CLOCK, QUEUE = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+  NOW = tonumber(NOW_S)
+  K_TOMB, K_ACTIVE = QK .. 'tomb', QK .. 'active'
+  K_LIMITS, K_LIMUSE, K_LIMSTAT, K_TIMERS = QK .. 'limits', QK .. 'limuse', QK .. 'limstat', QK .. 'timers'
+  ev_groups, ev_last = {}, nil
+end
 
 -- ms formats a number of milliseconds as an integer string (tostring would
 -- give "1.7e+12").
@@ -110,8 +131,6 @@ end
 -- A batch of 50 claims is then one XADD, not 50 (queue.ParseEvents reads
 -- both forms). Progress events carry their percentage and message and are
 -- written at once, after the events before them.
-local ev_groups = {}
-local ev_last = nil
 
 local function flush_events()
   -- No MAXLEN here: an event is removed only once every history writer
@@ -182,10 +201,6 @@ end
 -- K_LIMSTAT counts per limit 'a:<name>' active and 'p:<name>' parked jobs,
 -- and QK..'pslots:'..name is the set of the limit's slots with parked jobs.
 -- A parked job stays queued; its hash names the slot in 'parked'.
-local K_LIMITS = QK .. 'limits'
-local K_LIMUSE = QK .. 'limuse'
-local K_LIMSTAT = QK .. 'limstat'
-local K_TIMERS = QK .. 'timers'
 local PRIO_RANK = {high = 0, normal = 1, low = 2}
 -- UNPARK_MAX bounds the jobs one timer lets go in one call.
 local UNPARK_MAX = 1000

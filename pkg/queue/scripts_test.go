@@ -1,0 +1,118 @@
+package queue_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/queue/queuetest"
+)
+
+// lifecycle runs submit, claim, a failure that retries, a fused
+// complete-and-claim and a cancel through q, and checks each outcome: every
+// kind of script call a worker makes.
+func lifecycle(t *testing.T, q *queue.Client) {
+	t.Helper()
+	ctx := context.Background()
+	var jobs []*job.Job
+	for range 3 {
+		j, err := (&job.Spec{Type: "t"}).Build(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, j)
+	}
+	if _, err := q.Submit(ctx, jobs); err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	ls, err := q.Claim(ctx, "default", 1, "w")
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("claim: %d leases, %v", len(ls), err)
+	}
+	st, err := q.Complete(ctx, "default", []queue.Outcome{{ID: ls[0].Job.ID, Token: ls[0].Token, Kind: queue.OutcomeFailed, Error: "boom"}})
+	if err != nil || st[0] == queue.StatusStale || st[0] == queue.StatusSucceeded {
+		t.Fatalf("fail: %v, %v", st, err)
+	}
+	ls, err = q.Claim(ctx, "default", 1, "w")
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("claim: %d leases, %v", len(ls), err)
+	}
+	st, more, err := q.CompleteAndClaim(ctx, "default", []queue.Outcome{{ID: ls[0].Job.ID, Token: ls[0].Token, Kind: queue.OutcomeSucceeded}}, 1, "w")
+	if err != nil || st[0] != queue.StatusSucceeded || len(more) != 1 {
+		t.Fatalf("complete and claim: %v, %d leases, %v", st, len(more), err)
+	}
+	if _, err := q.Cancel(ctx, more[0].Job.ID); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	got, err := q.Get(ctx, more[0].Job.ID)
+	if err != nil || got.State != job.Cancelled {
+		t.Fatalf("cancelled job: %+v, %v", got, err)
+	}
+}
+
+// calls returns how many times the server ran command cmd (INFO commandstats).
+func calls(t *testing.T, rdb *redis.Client, cmd string) int {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
+			v, _, _ = strings.Cut(v, ",")
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
+}
+
+// The scripts run as one function library, loaded by the first call that
+// misses it: on a fresh server, and again after the server lost it (a
+// restart without persistence, FUNCTION FLUSH).
+func TestScriptsRunAsFunctionsLoadedOnDemand(t *testing.T) {
+	t.Parallel()
+	srv := queuetest.Start(t)
+	rdb := srv.Client()
+	q := queue.New(rdb, queue.Options{})
+	lifecycle(t, q)
+	ctx := context.Background()
+	libs, err := rdb.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: "sundial_*"}).Result()
+	if err != nil || len(libs) != 1 {
+		t.Fatalf("function libraries: %+v, %v", libs, err)
+	}
+	if n := calls(t, rdb, "fcall"); n < 6 {
+		t.Fatalf("%d FCALLs; want every call of the lifecycle", n)
+	}
+	if n := calls(t, rdb, "evalsha") + calls(t, rdb, "eval"); n != 0 {
+		t.Fatalf("%d EVAL/EVALSHA calls on a server with functions", n)
+	}
+	if err := rdb.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lifecycle(t, q)
+	if libs, _ := rdb.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: "sundial_*"}).Result(); len(libs) != 1 {
+		t.Fatalf("the library was not loaded again: %+v", libs)
+	}
+}
+
+// A server that cannot load functions (FUNCTION renamed away here, as an
+// ACL or an older Redis would refuse it) gets the same scripts by EVALSHA.
+func TestScriptsFallBackToEvalWithoutFunctions(t *testing.T) {
+	t.Parallel()
+	srv := queuetest.StartWith(t, "--rename-command", "FUNCTION", "")
+	rdb := srv.Client()
+	lifecycle(t, queue.New(rdb, queue.Options{}))
+	if n := calls(t, rdb, "evalsha"); n < 6 {
+		t.Fatalf("%d EVALSHA calls; want the lifecycle's calls to fall back to scripts", n)
+	}
+	if n := calls(t, rdb, "fcall"); n != 1 {
+		t.Fatalf("%d FCALLs; want one (the first call, before the client fell back)", n)
+	}
+}
