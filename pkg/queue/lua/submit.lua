@@ -81,6 +81,7 @@ if dry_run then return {'ok'} end
 local out = {'ok'}
 local ready, created = 0, 0
 local push = {} -- list key → ids, one LPUSH per priority (order kept)
+local sched = {} -- due ms, id pairs: one ZADD for the batch's scheduled jobs
 local before = nil
 local min_due = nil
 for i = 1, n do
@@ -115,7 +116,8 @@ for i = 1, n do
       end
     elseif state == 'scheduled' then
       if min_due == nil then before = earliest() end
-      redis.call('ZADD', K_SCHED, j.run_at, j.id)
+      sched[#sched + 1] = ms(j.run_at)
+      sched[#sched + 1] = j.id
       if min_due == nil or j.run_at < min_due then min_due = j.run_at end
     elseif j.group ~= '' then
       enqueue(j.id, j.prio, j.group, false)
@@ -135,6 +137,7 @@ end
 for _, l in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
   if push[l] then call_chunked('LPUSH', l, push[l]) end
 end
+call_chunked('ZADD', K_SCHED, sched)
 if guard_key ~= '' then
   if guard_next == '' then redis.call('ZREM', guard_key, guard_member)
   else redis.call('ZADD', guard_key, guard_next, guard_member) end
