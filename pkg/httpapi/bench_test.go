@@ -103,7 +103,7 @@ func benchJobs(b *testing.B) []*job.Job {
 }
 
 // BenchmarkEncodeBatch measures the answer of a 1000-job batch: the
-// job.Job.MarshalJSON output of each, joined into a reused buffer (see
+// job.Job.AppendJSON output of each, joined into a reused buffer (see
 // writeJobList).
 func BenchmarkEncodeBatch(b *testing.B) {
 	jobs := benchJobs(b)

@@ -111,11 +111,11 @@ func appendJob(buf []byte, j *job.Job) ([]byte, error) {
 	if j == nil {
 		return append(buf, "null"...), nil
 	}
-	b, err := j.MarshalJSON()
+	b, err := j.AppendJSON(buf)
 	if err != nil {
 		return buf, err
 	}
-	return append(buf, b...), nil
+	return b, nil
 }
 
 // writeJob answers with one job, byte for byte what c.JSON sends.

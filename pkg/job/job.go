@@ -152,27 +152,6 @@ type Event struct {
 	Message  string `json:"message,omitempty"`
 }
 
-// MarshalJSON writes j with its times in TimeLayout.
-func (j Job) MarshalJSON() ([]byte, error) {
-	type plain Job
-	return json.Marshal(struct {
-		plain
-		RunAt      Time  `json:"run_at"`
-		CreatedAt  Time  `json:"created_at"`
-		StartedAt  *Time `json:"started_at,omitempty"`
-		FinishedAt *Time `json:"finished_at,omitempty"`
-	}{plain(j), Time(j.RunAt), Time(j.CreatedAt), TimePtr(j.StartedAt), TimePtr(j.FinishedAt)})
-}
-
-// MarshalJSON writes p with its time in TimeLayout.
-func (p Progress) MarshalJSON() ([]byte, error) {
-	type plain Progress
-	return json.Marshal(struct {
-		plain
-		At Time `json:"at"`
-	}{plain(p), Time(p.At)})
-}
-
 // MarshalJSON writes e with its time in TimeLayout.
 func (e Event) MarshalJSON() ([]byte, error) {
 	type plain Event

@@ -15,10 +15,7 @@ type Time time.Time
 
 // MarshalJSON writes t in TimeLayout.
 func (t Time) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, len(TimeLayout)+2)
-	b = append(b, '"')
-	b = time.Time(t).UTC().AppendFormat(b, TimeLayout)
-	return append(b, '"'), nil
+	return appendTime(make([]byte, 0, len(TimeLayout)+2), time.Time(t)), nil
 }
 
 // UnmarshalJSON reads any RFC 3339 time.
