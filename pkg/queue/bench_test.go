@@ -278,3 +278,45 @@ func scriptTime(b *testing.B, rdb redis.UniversalClient) (script, inner float64)
 	}
 	return script, inner
 }
+
+// BenchmarkPromote1000 reports what making 1000 scheduled jobs due costs in
+// one promote call (the poller's batch): script µs and Redis commands per
+// job. The jobs are stored outside the timer.
+func BenchmarkPromote1000(b *testing.B) {
+	srv := queuetest.StartWith(b, "--appendonly", "no")
+	clk := &clock{t: time.Now()}
+	c := queue.New(srv.Client(), queue.Options{Now: clk.Now})
+	ctx := context.Background()
+	var script, cmds float64
+	for b.Loop() {
+		b.StopTimer()
+		due := clk.t.Add(time.Second)
+		jobs := make([]*job.Job, 1000)
+		for i := range jobs {
+			j, err := (&job.Spec{Type: "noop", RunAt: &due}).Build(clk.t)
+			if err != nil {
+				b.Fatal(err)
+			}
+			jobs[i] = j
+		}
+		if _, err := c.Submit(ctx, jobs); err != nil {
+			b.Fatal(err)
+		}
+		clk.Advance(2 * time.Second)
+		if err := c.Redis().ConfigResetStat(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if n, _, err := c.Promote(ctx, "default", 1000); err != nil || n != 1000 {
+			b.Fatalf("promoted %d: %v", n, err)
+		}
+		b.StopTimer()
+		s, _ := scriptTime(b, c.Redis())
+		_, n := redisCost(b, c.Redis())
+		script += s
+		cmds += float64(n)
+		b.StartTimer()
+	}
+	b.ReportMetric(script/float64(b.N*1000), "script-µs/job")
+	b.ReportMetric(cmds/float64(b.N*1000), "cmds/job")
+}
