@@ -5,7 +5,6 @@ import (
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -142,22 +141,10 @@ func (c *Client) loadLibrary(ctx context.Context, r scripter, key string) error 
 // isNoFunction tells the error of an FCALL of a function the server does
 // not have, or of FCALL itself missing (before Redis 7.0) or denied.
 func isNoFunction(err error) bool {
-	var re redis.Error
-	if !errors.As(err, &re) {
-		return false
-	}
-	msg := err.Error()
-	return strings.HasPrefix(msg, "ERR Function not found") || strings.HasPrefix(msg, "ERR unknown command") || strings.HasPrefix(msg, "NOPERM")
+	return isReply(err, "ERR Function not found", "ERR unknown command", "NOPERM")
 }
 
 // cannotLoadFunctions tells the refusals of FUNCTION LOAD that will not
 // change: no such command (before Redis 7.0, or renamed), or an ACL that
 // denies it.
-func cannotLoadFunctions(err error) bool {
-	var re redis.Error
-	if !errors.As(err, &re) {
-		return false
-	}
-	msg := err.Error()
-	return strings.HasPrefix(msg, "ERR unknown command") || strings.HasPrefix(msg, "NOPERM")
-}
+func cannotLoadFunctions(err error) bool { return isReply(err, "ERR unknown command", "NOPERM") }

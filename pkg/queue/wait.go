@@ -161,13 +161,22 @@ func movedIsWake(ctx context.Context, cc *redis.ClusterClient, ok bool, err erro
 	return ok, err
 }
 
-func isRedirect(err error) bool {
+func isRedirect(err error) bool { return isReply(err, "MOVED ", "ASK ", "TRYAGAIN") }
+
+// isReply tells whether err is an error reply of Redis (not a network or
+// client error) whose message starts with one of prefixes.
+func isReply(err error, prefixes ...string) bool {
 	var re redis.Error
 	if !errors.As(err, &re) {
 		return false
 	}
 	msg := re.Error()
-	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ") || strings.HasPrefix(msg, "TRYAGAIN")
+	for _, p := range prefixes {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func blpop(ctx context.Context, rdb redis.Cmdable, timeout time.Duration, keys ...string) (bool, error) {
