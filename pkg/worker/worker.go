@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -261,6 +262,9 @@ func (w *Worker) dispatch(ctx, jobsCtx context.Context, wg *sync.WaitGroup) {
 			return
 		case <-w.slots:
 		}
+		// Let handlers that are about to return their slots do so, so that
+		// one claim takes them all (no wait: a yield to runnable goroutines).
+		runtime.Gosched()
 		free := 1
 	take:
 		for {
@@ -463,6 +467,7 @@ func (w *Worker) complete(ctx context.Context) {
 			}
 		case first = <-w.outcomes:
 		}
+		runtime.Gosched() // as in dispatch: let finishing handlers hand over theirs
 		batch = append(batch[:0], first)
 	more:
 		for len(batch) < cap(batch) {
