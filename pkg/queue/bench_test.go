@@ -184,6 +184,9 @@ func redisCost(b *testing.B, rdb redis.UniversalClient) (cpu float64, cmds int64
 func BenchmarkSubmitSingle(b *testing.B) {
 	c := benchClient(b)
 	ctx := context.Background()
+	if err := c.Redis().ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
 	cpu0, cmds0 := redisCost(b, c.Redis())
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -194,6 +197,9 @@ func BenchmarkSubmitSingle(b *testing.B) {
 	}
 	b.StopTimer()
 	cpu1, cmds1 := redisCost(b, c.Redis())
+	script, inner := scriptTime(b, c.Redis())
+	b.ReportMetric(script/float64(b.N), "script-µs/job")
+	b.ReportMetric((script-inner)/float64(b.N), "lua-µs/job")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 	b.ReportMetric((cpu1-cpu0)*1e6/float64(b.N), "redis-µs/job")
 	b.ReportMetric(float64(cmds1-cmds0)/float64(b.N), "redis-cmds/job")
