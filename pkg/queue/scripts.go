@@ -18,6 +18,12 @@ var luaFS embed.FS
 // scriptNames are the transition scripts of lua/, one Redis function each.
 var scriptNames = []string{"submit", "claim", "extend", "complete", "cycle", "reclaim", "release", "promote", "cancel", "retry", "purge", "prune", "resume", "limit"}
 
+// freesMemory are the scripts that only delete (pruning ended jobs,
+// purging dead ones): they run when Redis is out of memory (maxmemory
+// reached, no eviction), which is when an operator needs them. Redis
+// refuses every other function then, before it writes anything.
+var freesMemory = map[string]bool{"prune": true, "purge": true}
+
 // script is one transition script: the function of the library that runs
 // it, and the same code as a plain script for servers without functions.
 type script struct {
@@ -68,7 +74,11 @@ func loadScripts() *scripts {
 	byName := map[string]*script{}
 	for _, n := range scriptNames {
 		fn := name + "_" + n
-		lib.WriteString(fmt.Sprintf("redis.register_function('%s', entry(main_%s))\n", fn, n))
+		flags := ""
+		if freesMemory[n] {
+			flags = "'allow-oom'"
+		}
+		lib.WriteString(fmt.Sprintf("redis.register_function{function_name='%s', callback=entry(main_%s), flags={%s}}\n", fn, n, flags))
 		// The fallback: the same code as one script, KEYS and ARGV taken
 		// from the globals EVAL sets.
 		byName[n] = &script{fn: fn, eval: redis.NewScript("local KEYS, ARGV = KEYS, ARGV\n" + code +

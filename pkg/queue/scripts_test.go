@@ -116,3 +116,62 @@ func TestScriptsFallBackToEvalWithoutFunctions(t *testing.T) {
 		t.Fatalf("%d FCALLs; want one (the first call, before the client fell back)", n)
 	}
 }
+
+// When Redis is out of memory (maxmemory reached, noeviction), functions
+// that write are refused before they run, but pruning ended jobs, which
+// frees memory, still runs; so does a submit once memory is back.
+func TestPruneRunsWhenRedisIsOutOfMemory(t *testing.T) {
+	t.Parallel()
+	srv := queuetest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	clk := &clock{t: time.Now()}
+	q := queue.New(rdb, queue.Options{Now: clk.Now})
+	var jobs []*job.Job
+	for range 200 {
+		j, err := (&job.Spec{Type: "t", Payload: []byte(`{"pad":"` + strings.Repeat("x", 2000) + `"}`)}).Build(clk.t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, j)
+	}
+	if _, err := q.Submit(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := q.Claim(ctx, "default", 200, "w")
+	if err != nil || len(ls) != 200 {
+		t.Fatalf("claim: %d, %v", len(ls), err)
+	}
+	outs := make([]queue.Outcome, len(ls))
+	for i, l := range ls {
+		outs[i] = queue.Outcome{ID: l.Job.ID, Token: l.Token, Kind: queue.OutcomeSucceeded}
+	}
+	if _, err := q.Complete(ctx, "default", outs); err != nil {
+		t.Fatal(err)
+	}
+	used, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, v, _ := strings.Cut(used, "used_memory:")
+	v, _, _ = strings.Cut(v, "\r\n")
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	mem, _ := strconv.Atoi(v)
+	if err := rdb.ConfigSet(ctx, "maxmemory", strconv.Itoa(mem-100_000)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	j, _ := (&job.Spec{Type: "t"}).Build(clk.t)
+	if _, err := q.Submit(ctx, []*job.Job{j}); err == nil || !strings.Contains(err.Error(), "OOM") {
+		t.Fatalf("a submit while out of memory: %v; want Redis' OOM refusal", err)
+	}
+	clk.Advance(time.Hour)
+	n, err := q.Prune(ctx, "default", clk.t, 1000)
+	if err != nil || n != 200 {
+		t.Fatalf("prune while out of memory: %d, %v; want all 200 ended jobs deleted", n, err)
+	}
+	if _, err := q.Submit(ctx, []*job.Job{j}); err != nil {
+		t.Fatalf("a submit after the prune freed memory: %v", err)
+	}
+}
