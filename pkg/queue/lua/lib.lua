@@ -122,6 +122,33 @@ local function enqueue(id, prio, group, head)
   end
 end
 
+-- ready_batch enqueues many ready jobs at the tail of their lists with one
+-- LPUSH per list: add collects the ungrouped ids (one LPUSH of many is the
+-- same order as one each), flush writes them. A grouped job flushes first,
+-- so every list keeps the order the jobs were added in.
+local function ready_batch()
+  local push, lists = {}, {}
+  local b = {}
+  function b.flush()
+    for _, l in ipairs(lists) do call_chunked('LPUSH', l, push[l]) end
+    push, lists = {}, {}
+  end
+  function b.add(id, prio, group)
+    if group and group ~= '' then
+      b.flush()
+      enqueue(id, prio, group, false)
+      return
+    end
+    local l = list_for(prio)
+    if not push[l] then
+      push[l] = {}
+      lists[#lists + 1] = l
+    end
+    push[l][#push[l] + 1] = id
+  end
+  return b
+end
+
 -- Events. emit collects a script's events and flush_events (run after
 -- every script, see scripts.go) writes them: consecutive events that share
 -- event, state, worker and error go into one stream entry, whose 'jobs'

@@ -7,33 +7,16 @@
 local limit = tonumber(ARGV[6])
 local ids = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', NOW, 'LIMIT', 0, limit)
 if #ids > 0 then
-  -- Ungrouped jobs go into their lists with one LPUSH per list (in order:
-  -- the same as one LPUSH each); pending pushes are written before a
-  -- grouped job's, so the lists keep the due order.
-  local push, lists = {}, {}
-  local function flush_push()
-    for _, l in ipairs(lists) do call_chunked('LPUSH', l, push[l]) end
-    push, lists = {}, {}
-  end
+  local ready_jobs = ready_batch() -- one LPUSH per list (lib.lua)
   for _, id in ipairs(ids) do
     local f = redis.call('HMGET', JOB .. id, 'type', 'priority', 'attempt', 'group')
     if f[1] then
-      if f[4] and f[4] ~= '' then
-        flush_push()
-        enqueue(id, f[2], f[4], false)
-      else
-        local l = list_for(f[2])
-        if not push[l] then
-          push[l] = {}
-          lists[#lists + 1] = l
-        end
-        push[l][#push[l] + 1] = id
-      end
+      ready_jobs.add(id, f[2], f[4])
       redis.call('HSET', JOB .. id, 'state', 'queued')
       emit(id, f[1], 'queued', 'queued', f[3], '', '')
     end
   end
-  flush_push()
+  ready_jobs.flush()
   call_chunked('ZREM', K_SCHED, ids)
   signal(#ids)
 end

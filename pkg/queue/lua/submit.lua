@@ -80,7 +80,7 @@ if dry_run then return {'ok'} end
 -- Phase 2: write.
 local out = {'ok'}
 local ready, created = 0, 0
-local push = {} -- list key → ids, one LPUSH per priority (order kept)
+local ready_jobs = ready_batch() -- one LPUSH per list (lib.lua)
 local sched = {} -- due ms, id pairs: one ZADD for the batch's scheduled jobs
 local before = nil
 local min_due = nil
@@ -119,13 +119,8 @@ for i = 1, n do
       sched[#sched + 1] = ms(j.run_at)
       sched[#sched + 1] = j.id
       if min_due == nil or j.run_at < min_due then min_due = j.run_at end
-    elseif j.group ~= '' then
-      enqueue(j.id, j.prio, j.group, false)
-      ready = ready + 1
     else
-      local l = list_for(j.prio)
-      if not push[l] then push[l] = {} end
-      push[l][#push[l] + 1] = j.id
+      ready_jobs.add(j.id, j.prio, j.group)
       ready = ready + 1
     end
     emit(j.id, j.type, 'submitted', state, 0, '', '')
@@ -134,9 +129,7 @@ for i = 1, n do
     out[#out + 1] = 'new'
   end
 end
-for _, l in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
-  if push[l] then call_chunked('LPUSH', l, push[l]) end
-end
+ready_jobs.flush()
 call_chunked('ZADD', K_SCHED, sched)
 if guard_key ~= '' then
   if guard_next == '' then redis.call('ZREM', guard_key, guard_member)
