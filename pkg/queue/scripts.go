@@ -45,23 +45,25 @@ type scripts struct {
 	name    string // the library's name: "sundial_" + a hash of its source
 }
 
-// bodies returns the Lua that defines every script as a local function
-// main_<name>, after the shared part; cycle.lua calls complete and claim as
-// complete_part and claim_part.
-func bodies() string {
-	var b strings.Builder
-	b.WriteString(mustRead("lib.lua"))
-	b.WriteString("\n-- " + strings.Repeat("-", 60) + "\n")
-	b.WriteString("local function complete_part(ARGV)\n" + mustRead("complete.lua") + "\nend\n")
-	b.WriteString("local function claim_part(ARGV)\n" + mustRead("claim.lua") + "\nend\n")
-	for _, n := range scriptNames {
-		b.WriteString("local function main_" + n + "()\n" + mustRead(n+".lua") + "\nend\n")
-	}
-	return b.String()
+// shared is the Lua every script needs: lib.lua, and complete and claim
+// as complete_part and claim_part (cycle.lua calls them).
+func shared() string {
+	return mustRead("lib.lua") + "\n-- " + strings.Repeat("-", 60) + "\n" +
+		"local function complete_part(ARGV)\n" + mustRead("complete.lua") + "\nend\n" +
+		"local function claim_part(ARGV)\n" + mustRead("claim.lua") + "\nend\n"
+}
+
+// mainOf defines script n as the local function main_<n>.
+func mainOf(n string) string {
+	return "local function main_" + n + "()\n" + mustRead(n+".lua") + "\nend\n"
 }
 
 func loadScripts() *scripts {
-	code := bodies()
+	common := shared()
+	code := common
+	for _, n := range scriptNames {
+		code += mainOf(n)
+	}
 	sum := sha1.Sum([]byte(code))
 	name := "sundial_" + hex.EncodeToString(sum[:8])
 	var lib strings.Builder
@@ -79,9 +81,9 @@ func loadScripts() *scripts {
 			flags = "'allow-oom'"
 		}
 		lib.WriteString(fmt.Sprintf("redis.register_function{function_name='%s', callback=entry(main_%s), flags={%s}}\n", fn, n, flags))
-		// The fallback: the same code as one script, KEYS and ARGV taken
-		// from the globals EVAL sets.
-		byName[n] = &script{fn: fn, eval: redis.NewScript("local KEYS, ARGV = KEYS, ARGV\n" + code +
+		// The fallback: the same code as one script with only its own
+		// main, KEYS and ARGV taken from the globals EVAL sets.
+		byName[n] = &script{fn: fn, eval: redis.NewScript("local KEYS, ARGV = KEYS, ARGV\n" + common + mainOf(n) +
 			"begin()\nlocal out = main_" + n + "()\nflush_events()\nreturn out\n")}
 	}
 	s.library = lib.String()
