@@ -160,20 +160,10 @@ func benchClaimComplete(b *testing.B, limit *queue.Limit, spec func(int) job.Spe
 // redisCost returns the server's CPU seconds (user + sys) and the number
 // of commands it ran, scripts' commands included (INFO cpu, commandstats).
 func redisCost(b *testing.B, rdb redis.UniversalClient) (cpu float64, cmds int64) {
-	info, err := rdb.Info(context.Background(), "cpu", "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		k, v, _ := strings.Cut(line, ":")
-		switch {
-		case k == "used_cpu_user" || k == "used_cpu_sys":
-			f, _ := strconv.ParseFloat(v, 64)
-			cpu += f
-		case strings.HasPrefix(k, "cmdstat_") && k != "cmdstat_info":
-			calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
-			n, _ := strconv.ParseInt(calls, 10, 64)
-			cmds += n
+	cpu, stats := serverStats(b, rdb)
+	for name, st := range stats {
+		if name != "info" {
+			cmds += st.calls
 		}
 	}
 	return cpu, cmds
@@ -264,22 +254,14 @@ func BenchmarkCallCost(b *testing.B) {
 // scriptTime returns the µs Redis spent in script calls (FCALL, EVALSHA) since the last CONFIG
 // RESETSTAT, and the part of it in the commands the scripts ran.
 func scriptTime(b *testing.B, rdb redis.UniversalClient) (script, inner float64) {
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		k, v, _ := strings.Cut(line, ":")
-		if !strings.HasPrefix(k, "cmdstat_") || k == "cmdstat_info" || strings.HasPrefix(k, "cmdstat_config") {
-			continue
-		}
-		_, usec, _ := strings.Cut(v, "usec=")
-		usec, _, _ = strings.Cut(usec, ",")
-		f, _ := strconv.ParseFloat(usec, 64)
-		if k == "cmdstat_evalsha" || k == "cmdstat_fcall" {
-			script += f
-		} else {
-			inner += f
+	_, stats := serverStats(b, rdb)
+	for name, st := range stats {
+		switch {
+		case name == "info" || strings.HasPrefix(name, "config"):
+		case name == "evalsha" || name == "fcall":
+			script += st.usec
+		default:
+			inner += st.usec
 		}
 	}
 	return script, inner

@@ -2,8 +2,12 @@ package queue_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
@@ -111,4 +115,43 @@ func wantState(t *testing.T, j *job.Job, s job.State) {
 	if j.State != s {
 		t.Fatalf("job %s: state %s, want %s", j.ID, j.State, s)
 	}
+}
+
+// cmdStat is one command's line of INFO commandstats.
+type cmdStat struct {
+	calls int64
+	usec  float64
+}
+
+// serverStats reads the server's CPU seconds (user + sys) and its
+// commandstats by command name ("hset", "config|resetstat", …): the one
+// parser of INFO for the tests and benchmarks of this package.
+func serverStats(tb testing.TB, rdb redis.UniversalClient) (cpu float64, cmds map[string]cmdStat) {
+	tb.Helper()
+	info, err := rdb.Info(context.Background(), "cpu", "commandstats").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmds = map[string]cmdStat{}
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, _ := strings.Cut(line, ":")
+		switch {
+		case k == "used_cpu_user" || k == "used_cpu_sys":
+			f, _ := strconv.ParseFloat(v, 64)
+			cpu += f
+		case strings.HasPrefix(k, "cmdstat_"):
+			var st cmdStat
+			for _, kv := range strings.Split(v, ",") {
+				name, val, _ := strings.Cut(kv, "=")
+				switch name {
+				case "calls":
+					st.calls, _ = strconv.ParseInt(val, 10, 64)
+				case "usec":
+					st.usec, _ = strconv.ParseFloat(val, 64)
+				}
+			}
+			cmds[strings.TrimPrefix(k, "cmdstat_")] = st
+		}
+	}
+	return cpu, cmds
 }

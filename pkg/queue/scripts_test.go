@@ -59,18 +59,8 @@ func lifecycle(t *testing.T, q *queue.Client) {
 // calls returns how many times the server ran command cmd (INFO commandstats).
 func calls(t *testing.T, rdb *redis.Client, cmd string) int {
 	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
-			v, _, _ = strings.Cut(v, ",")
-			n, _ := strconv.Atoi(v)
-			return n
-		}
-	}
-	return 0
+	_, stats := serverStats(t, rdb)
+	return int(stats[cmd].calls)
 }
 
 // The scripts run as one function library, loaded by the first call that
