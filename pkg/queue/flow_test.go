@@ -407,6 +407,34 @@ func TestGroupedJobWithTypesFilter(t *testing.T) {
 	}
 }
 
+// TestMixedBatchKeepsItsOrder: in one submitted batch, and in one promote
+// of jobs due together, grouped and ungrouped jobs start in the order they
+// came (ungrouped ids are pushed with one LPUSH per list, after the
+// markers of grouped jobs before them and before those after).
+func TestMixedBatchKeepsItsOrder(t *testing.T) {
+	e := newEnv(t)
+	check := func(what string, jobs []*job.Job) {
+		t.Helper()
+		ls := e.claim(t, "default", 10)
+		if len(ls) != len(jobs) {
+			t.Fatalf("%s: claimed %d of %d", what, len(ls), len(jobs))
+		}
+		for i, l := range ls {
+			if l.Job.ID != jobs[i].ID {
+				t.Fatalf("%s: claim %d is %s (group %q); want %s (group %q)", what, i, l.Job.ID, l.Job.Group, jobs[i].ID, jobs[i].Group)
+			}
+		}
+	}
+	check("submitted", e.submit(t, job.Spec{Type: "t"}, job.Spec{Type: "t", Group: "g"}, job.Spec{Type: "t"}, job.Spec{Type: "t", Group: "h"}))
+	due := e.clock.Now().Add(time.Minute)
+	later := e.submit(t, job.Spec{Type: "t", RunAt: &due}, job.Spec{Type: "t", Group: "g", RunAt: &due}, job.Spec{Type: "t", RunAt: &due})
+	e.clock.Advance(2 * time.Minute)
+	if n, _, err := e.q.Promote(e.ctx, "default", 100); err != nil || n != 3 {
+		t.Fatalf("promote: %d, %v", n, err)
+	}
+	check("promoted", later)
+}
+
 // TestLimitsAtTheirMaximum runs a concurrency limit of 10000 and a rate of
 // 10000 per second, the most Limit.Validate accepts.
 func TestLimitsAtTheirMaximum(t *testing.T) {
