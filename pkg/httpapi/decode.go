@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/sundialhq/sundial/pkg/job"
 )
 
@@ -108,24 +109,53 @@ func decodeStrict(data []byte, v any) error {
 
 var errTrailing = errors.New("trailing data")
 
+// strictV2 are the options of decodeFast: unknown members refused, as
+// decodeStrict does, and a time read by time.Time's own UnmarshalJSON, the
+// method encoding/json uses (jsonv2 has its own RFC 3339 parser).
+// jsonv2's defaults are stricter than encoding/json's in the rest: names
+// match case-sensitively, a duplicate name and invalid UTF-8 are refused.
+var strictV2 = jsonv2.JoinOptions(
+	jsonv2.RejectUnknownMembers(true),
+	jsonv2.WithUnmarshalers(jsonv2.UnmarshalFunc(func(b []byte, t *time.Time) error { return t.UnmarshalJSON(b) })),
+)
+
+// decodeFast decodes data into v (a pointer to a zero value) with
+// github.com/go-json-experiment/json, which reads a job submission in one
+// pass at about twice encoding/json's speed (BenchmarkDecodeBatch); the job
+// bodies are most of the API's decoding. It reports whether that worked.
+// It accepts a subset of what decodeStrict accepts, with the same result
+// (FuzzDecodeFastAgrees): when it refuses, *v is zeroed and the caller
+// decodes with decodeStrict, which decides, and words the error.
+func decodeFast(data []byte, v any) bool {
+	if jsonv2.Unmarshal(data, v, strictV2) == nil {
+		return true
+	}
+	reflect.ValueOf(v).Elem().SetZero()
+	return false
+}
+
 // decodeSubmit decodes the body of POST /v1/jobs. Errors are *apiError
 // naming the field at fault.
 func decodeSubmit(data []byte) (*job.Spec, error) {
 	var s job.Spec
+	if decodeFast(data, &s) {
+		return &s, nil
+	}
 	if err := decodeStrict(data, &s); err != nil {
 		return nil, jsonError(err, data, "", specObjects)
 	}
 	return &s, nil
 }
 
-// decodeBatch decodes the body of POST /v1/jobs/batch. The fast path
-// decodes in one pass; when that fails, the body is decoded again job by
-// job to name the field at fault as "jobs[i].x".
+// decodeBatch decodes the body of POST /v1/jobs/batch in one pass; when
+// that fails, the body is decoded again job by job to name the field at
+// fault as "jobs[i].x".
 func decodeBatch(data []byte) ([]job.Spec, error) {
 	var b batchRequest
-	err := decodeStrict(data, &b)
-	if err != nil {
-		return nil, locateBatchError(data, err)
+	if !decodeFast(data, &b) {
+		if err := decodeStrict(data, &b); err != nil {
+			return nil, locateBatchError(data, err)
+		}
 	}
 	if len(b.Jobs) == 0 || len(b.Jobs) > MaxBatchJobs {
 		return nil, invalid("jobs", "jobs must hold between 1 and %d jobs, not %d", MaxBatchJobs, len(b.Jobs))

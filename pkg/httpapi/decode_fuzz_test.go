@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 	"testing"
 	"time"
 
@@ -56,4 +57,74 @@ func FuzzDecodeSubmit(f *testing.F) {
 			t.Fatalf("the job does not encode: %v", err)
 		}
 	})
+}
+
+// FuzzDecodeFastAgrees checks decodeFast against decodeStrict, the
+// decoder that decides: whatever the fast path accepts, encoding/json
+// accepts too, with an identical result, for a job and for a batch.
+func FuzzDecodeFastAgrees(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"email.send"}`,
+		`{"queue":"mail","type":"a","payload":{"x":[1,2,{"y":null}]},"priority":"high","max_attempts":5,"timeout_seconds":60}`,
+		`{"type":"a","backoff":{"base_seconds":0.5,"max_seconds":10},"delay_seconds":1.5}`,
+		`{"type":"a","run_at":"2026-11-23T11:00:00.123+01:00","depends_on":["01JD0000000000000000000000"],"idempotency_key":"k"}`,
+		`{"type":"a","run_at":null,"payload":null,"depends_on":null,"backoff":null,"max_attempts":null}`,
+		`{"type":"a","depends_on":[],"payload":  [ 1 , "x" ] ,"group":"g","traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}`,
+		`{"type":"a","type":"b"}`, `{"Type":"a"}`, `{"type":"a\xff"}`, `{"type":"\u00e9\ud800"}`,
+		`{"type":"a","max_attempts":1.0}`, `{"type":"a","max_attempts":1e1}`, `{"type":"a","max_attempts":-0}`,
+		`{"type":"a","max_attempts":99999999999999999999}`, `{"type":"a","delay_seconds":1e400}`, `{"type":"a","delay_seconds":-0.0}`,
+		`{"type":"a","run_at":"2026-11-23T24:00:00Z"}`, `{"type":"a","run_at":"2026-11-23t10:00:00z"}`, `{"type":"a","run_at":"2026-11-23T10:00:00.Z"}`,
+		`{"type":"a","run_at":"2026-11-23T10:00:00+24:00"}`, `{"type":"a","run_at":1}`,
+		`{"type":"a","payload":"\u0000"}`, `{"type":"a","payload":{"a":1,"a":2}}`, `{"type":"a","payload":"\xff"}`,
+		`{"jobs":[{"type":"a"},{"type":"b","priority":"low"}]}`, `{"jobs":null}`, `{"jobs":[]}`, `{"jobs":[null]}`, `{"jobs":{}}`,
+		`{"jobs":[{"type":"a"}],"jobs":[{"type":"b"}]}`, `{"Jobs":[{"type":"a"}]}`, ` {"type":"a"} `, `{"type":"a"} x`, `[]`, `null`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		agree(t, data, new(job.Spec), new(job.Spec))
+		agree(t, data, new(batchRequest), new(batchRequest))
+	})
+}
+
+// agree decodes data into fast with decodeFast and into strict with
+// decodeStrict, and fails when the fast path accepted what the strict one
+// refuses or read it differently.
+func agree[T any](t *testing.T, data []byte, fast, strict *T) {
+	t.Helper()
+	if !decodeFast(data, fast) {
+		var zero T
+		if !reflect.DeepEqual(*fast, zero) {
+			t.Fatalf("a refused %q left %+v", data, *fast)
+		}
+		return
+	}
+	if err := decodeStrict(data, strict); err != nil {
+		t.Fatalf("the fast path accepted %q, encoding/json refuses it: %v", data, err)
+	}
+	if !reflect.DeepEqual(fast, strict) {
+		t.Fatalf("%q reads differently:\nfast   %+v\nstrict %+v", data, *fast, *strict)
+	}
+}
+
+// TestDecodeFastTakesWellFormedBodies: the bodies clients send go the fast
+// way (a fast path that refused everything would pass the fuzz test above).
+func TestDecodeFastTakesWellFormedBodies(t *testing.T) {
+	for _, s := range []string{
+		string(benchSpec),
+		`{"type":"a","run_at":"2026-11-23T11:00:00.123+01:00","depends_on":["01JD0000000000000000000000"],"idempotency_key":"k","group":"g"}`,
+		`{"type":"a","backoff":{"base_seconds":0.5,"max_seconds":10},"delay_seconds":1.5,"payload":null}`,
+	} {
+		if !decodeFast([]byte(s), new(job.Spec)) {
+			t.Errorf("the fast path refused %s", s)
+		}
+		if !decodeFast([]byte(`{"jobs":[`+s+`,`+s+`]}`), new(batchRequest)) {
+			t.Errorf("the fast path refused a batch of %s", s)
+		}
+	}
+	for _, s := range []string{`{"Type":"a"}`, `{"type":"a","type":"b"}`, `{"type":"a","nope":1}`, "{\"type\":\"a\xff\"}"} {
+		if decodeFast([]byte(s), new(job.Spec)) {
+			t.Errorf("the fast path took %q, which encoding/json must decide", s)
+		}
+	}
 }

@@ -3,7 +3,6 @@ package job
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 )
@@ -24,32 +23,6 @@ const (
 
 // DefaultBackoff is used when a job does not set its own.
 var DefaultBackoff = Backoff{BaseSeconds: 5, MaxSeconds: 3600}
-
-var (
-	queueRe = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
-	typeRe  = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
-	groupRe = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,128}$`)
-	traceRe = regexp.MustCompile(`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
-)
-
-// ValidGroup reports whether name is a valid fairness group.
-func ValidGroup(name string) bool { return groupRe.MatchString(name) }
-
-// ValidTraceparent reports whether s is a W3C traceparent of a version
-// this code reads: two hex digits of version (not ff), a trace id and a
-// parent id that are not all zeros, and the flags.
-func ValidTraceparent(s string) bool {
-	if !traceRe.MatchString(s) || s[:2] == "ff" {
-		return false
-	}
-	return strings.Trim(s[3:35], "0") != "" && strings.Trim(s[36:52], "0") != ""
-}
-
-// ValidQueue reports whether name is a valid queue name.
-func ValidQueue(name string) bool { return queueRe.MatchString(name) }
-
-// ValidType reports whether name is a valid job type.
-func ValidType(name string) bool { return typeRe.MatchString(name) }
 
 // FieldError is a validation error that names the input field at fault,
 // using the API's JSON names ("priority", "backoff.base_seconds").
