@@ -1,5 +1,6 @@
 // Package e2e tests Sundial's binaries as processes against a real
-// redis-server: crashes (kill -9) of workers and of Redis, and SIGTERM.
+// redis-server: crashes (kill -9) of workers and of Redis, SIGTERM, and a
+// rolling upgrade (the previous release's services beside these).
 package e2e
 
 import (

@@ -1,0 +1,229 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sundialhq/sundial/internal/proctest"
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/queue/queuetest"
+)
+
+// previousRelease is the commit whose services TestRollingUpgrade runs
+// beside this checkout's: the last landing on main before this change of
+// the engine's code. Move it to the newest landing whenever the scripts, or
+// what the engine writes to Redis, change, so that every change is checked
+// against the release it replaces.
+const previousRelease = "37c4ba20d4bff0234c80f5e3f8c679ee8d8ab24d"
+
+// oldServices builds the api, worker and poller of commit, taken from this
+// repository's history, and returns the directory holding them. Without
+// the history (a shallow clone, an export) the test is skipped, and fails
+// under CI=true, whose clone has it.
+func oldServices(t *testing.T, commit string) string {
+	t.Helper()
+	unavailable := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf(format, args...)
+		}
+		t.Skipf(format, args...)
+	}
+	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		unavailable("not in a git checkout: %v", err)
+	}
+	repo := strings.TrimSpace(string(root))
+	if exec.Command("git", "-C", repo, "cat-file", "-e", commit+"^{commit}").Run() != nil {
+		unavailable("commit %s is not in this checkout's history", commit)
+	}
+	src, bin := t.TempDir(), t.TempDir()
+	extract := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "extract", repo, commit, src)
+	if out, err := extract.CombinedOutput(); err != nil {
+		t.Fatalf("extract %s: %v\n%s", commit, err, out)
+	}
+	build := exec.Command("go", "build", "-o", bin+"/", "./services/api", "./services/worker", "./services/poller")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the services of %s: %v\n%s", commit, err, out)
+	}
+	return bin
+}
+
+// TestRollingUpgrade runs the previous release's API, poller and worker
+// beside this checkout's on one Redis and one queue, as a rolling upgrade
+// has them (docs/deploy.md, "Upgrades"): jobs are submitted through both
+// APIs and the library, run by both workers, retried, delayed, chained and
+// cancelled; the old worker is killed (-9) while it holds leases and a new
+// one takes its place, then the old poller stops. Every job must end once,
+// in the state it should, with nothing lost.
+func TestRollingUpgrade(t *testing.T) {
+	t.Parallel()
+	old := oldServices(t, previousRelease)
+	srv := queuetest.Start(t)
+	rdb := srv.Client()
+	q := queue.New(rdb, queue.Options{})
+	ctx := context.Background()
+	env := serviceEnv(srv, "SUNDIAL_HISTORY=off")
+	worker := func(bin, id string) *proctest.Proc {
+		return startProc(t, bin, append(env, "SUNDIAL_CONCURRENCY=10", "SUNDIAL_WORKER_ID="+id)...)
+	}
+
+	oldAddr, newAddr := proctest.FreeAddr(t), proctest.FreeAddr(t)
+	startProc(t, filepath.Join(old, "api"), append(env, "SUNDIAL_HTTP_ADDR="+oldAddr)...)
+	startProc(t, binary(t, "api"), append(env, "SUNDIAL_HTTP_ADDR="+newAddr)...)
+	oldPoller := startProc(t, filepath.Join(old, "poller"), env...)
+	startProc(t, binary(t, "poller"), env...)
+	for _, addr := range []string{oldAddr, newAddr} {
+		queuetest.Eventually(t, 30*time.Second, "the API on "+addr, func() bool {
+			res, err := http.Get("http://" + addr + "/readyz")
+			if err == nil {
+				res.Body.Close()
+			}
+			return err == nil && res.StatusCode == http.StatusOK
+		})
+	}
+
+	// Jobs through each API (REST batches) and through the library; 200 ms
+	// each, so that both workers are busy for seconds.
+	sleep := job.Spec{Type: "sundial.sleep", Payload: json.RawMessage(`{"ms":200}`),
+		TimeoutSeconds: ptr(1), MaxAttempts: ptr(10), Backoff: &job.Backoff{}}
+	viaAPI := func(base string, n int) []*job.Job {
+		t.Helper()
+		specs := make([]job.Spec, n)
+		for i := range specs {
+			specs[i] = sleep
+		}
+		body, _ := json.Marshal(map[string]any{"jobs": specs})
+		res, err := http.Post("http://"+base+"/v1/jobs/batch", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var out struct{ Jobs []*job.Job }
+		if res.StatusCode != http.StatusCreated || json.NewDecoder(res.Body).Decode(&out) != nil || len(out.Jobs) != n {
+			t.Fatalf("batch through %s: %d", base, res.StatusCode)
+		}
+		return out.Jobs
+	}
+	want := map[string]job.State{}
+	expect := func(state job.State, jobs ...*job.Job) {
+		for _, j := range jobs {
+			want[j.ID] = state
+		}
+	}
+	// In rounds, so that each list holds what both releases wrote, mixed,
+	// before the workers start.
+	for range 4 {
+		expect(job.Succeeded, viaAPI(newAddr, 25)...)
+		expect(job.Succeeded, viaAPI(oldAddr, 25)...)
+		specs := []job.Spec{}
+		for range 25 {
+			specs = append(specs, sleep)
+		}
+		for range 12 { // fail once, then succeed: a retry through the scheduled set
+			specs = append(specs, job.Spec{Type: "sundial.fail", Payload: json.RawMessage(`{"times":1}`), MaxAttempts: ptr(5), Backoff: &job.Backoff{}})
+		}
+		for range 8 {
+			specs = append(specs, job.Spec{Type: "sundial.echo", DelaySeconds: ptr(1.0)})
+		}
+		expect(job.Succeeded, submit(t, q, specs)...)
+	}
+	parents := submit(t, q, []job.Spec{sleep, sleep, sleep, sleep, sleep})
+	children := make([]job.Spec, len(parents))
+	for i, p := range parents {
+		children[i] = job.Spec{Type: "sundial.echo", DependsOn: []string{p.ID}}
+	}
+	expect(job.Succeeded, parents...)
+	expect(job.Succeeded, submit(t, q, children)...)
+	// Cancelled while queued behind the rest (their ids stay in the list
+	// as tombstones for either release's claim to drop), or run already.
+	low := submit(t, q, []job.Spec{{Type: "sundial.echo", Priority: job.Low}, {Type: "sundial.echo", Priority: job.Low},
+		{Type: "sundial.echo", Priority: job.Low}, {Type: "sundial.echo", Priority: job.Low}})
+	for _, j := range low {
+		_, err := q.Cancel(ctx, j.ID)
+		switch {
+		case err == nil:
+			expect(job.Cancelled, j)
+		case errors.Is(err, queue.ErrConflict):
+			expect(job.Succeeded, j)
+		default:
+			t.Fatal(err)
+		}
+	}
+
+	// The rollout: a worker of each release; the old one goes while it runs
+	// jobs, a new one takes its place, then the old poller goes.
+	oldWorker := worker(filepath.Join(old, "worker"), "old")
+	worker(binary(t, "worker"), "new")
+	queuetest.Eventually(t, 30*time.Second, "the old worker running jobs", func() bool {
+		ws, _ := q.Workers(ctx, time.Minute)
+		for _, w := range ws {
+			if w.ID == "old" && len(w.ActiveJobs) > 0 && w.Processed > 60 {
+				return true
+			}
+		}
+		return false
+	})
+	oldWorker.Kill()
+	worker(binary(t, "worker"), "new2")
+	queuetest.Eventually(t, 30*time.Second, "a lease expired and retried", func() bool {
+		return countEvents(t, eventCounts(t, rdb, "default"), "lease_expired") > 0
+	})
+	oldPoller.Signal(syscall.SIGTERM, 10*time.Second)
+
+	waitAllFinal(t, q, allJobs(want), 90*time.Second)
+	counts := eventCounts(t, rdb, "default")
+	ranOn := map[string]int{}
+	for id, state := range want {
+		got, err := q.Get(ctx, id)
+		if err != nil {
+			t.Fatalf("job %s lost: %v", id, err)
+		}
+		if got.State != state {
+			t.Fatalf("job %s (%s) ended %s, want %s (%s)", id, got.Type, got.State, state, got.LastError)
+		}
+		c := counts[id]
+		if c["succeeded"]+c["dead"]+c["cancelled"] != 1 {
+			t.Fatalf("job %s final events: %v", id, c)
+		}
+		if got.Type == "sundial.fail" && c["failed"] < 1 {
+			t.Fatalf("job %s succeeded without its planned failure: %v", id, c)
+		}
+		ranOn[got.WorkerID]++
+	}
+	if ranOn["old"] == 0 || ranOn["new"]+ranOn["new2"] == 0 {
+		t.Fatalf("the releases did not share the work: %v", ranOn)
+	}
+	t.Logf("%d jobs, finished by worker: %v, leases expired: %d", len(want), ranOn, countEvents(t, counts, "lease_expired"))
+}
+
+// countEvents sums one event type over every job of counts.
+func countEvents(t *testing.T, counts map[string]map[string]int, event string) int {
+	t.Helper()
+	n := 0
+	for _, c := range counts {
+		n += c[event]
+	}
+	return n
+}
+
+// allJobs lists the ids of want as jobs, for waitAllFinal's count.
+func allJobs(want map[string]job.State) []*job.Job {
+	out := make([]*job.Job, 0, len(want))
+	for id := range want {
+		out = append(out, &job.Job{ID: id})
+	}
+	return out
+}
