@@ -27,13 +27,7 @@ func TestExampleHTTPWorkers(t *testing.T) {
 	proctest.Start(t, proctest.Binary(t, "api"), env...)
 	proctest.Start(t, proctest.Binary(t, "poller"), env...)
 	base := "http://" + addr
-	queuetest.Eventually(t, 30*time.Second, "the API", func() bool {
-		res, err := http.Get(base + "/readyz")
-		if err == nil {
-			res.Body.Close()
-		}
-		return err == nil && res.StatusCode == http.StatusOK
-	})
+	queuetest.Eventually(t, 30*time.Second, "the API", func() bool { return proctest.Ready(http.DefaultClient, base) })
 	workerEnv := []string{"SUNDIAL_URL=" + base, "SUNDIAL_API_KEY=w0rker", "SUNDIAL_QUEUES=polyglot"}
 	py := proctest.StartCmd(t, []string{python, "../../examples/python_worker.py"}, append(workerEnv, "SUNDIAL_WORKER_ID=py")...)
 	nd := proctest.StartCmd(t, []string{node, "../../examples/node_worker.mjs"}, append(workerEnv, "SUNDIAL_WORKER_ID=node")...)

@@ -86,13 +86,7 @@ func TestRollingUpgrade(t *testing.T) {
 	oldPoller := startProc(t, filepath.Join(old, "poller"), env...)
 	startProc(t, binary(t, "poller"), env...)
 	for _, addr := range []string{oldAddr, newAddr} {
-		queuetest.Eventually(t, 30*time.Second, "the API on "+addr, func() bool {
-			res, err := http.Get("http://" + addr + "/readyz")
-			if err == nil {
-				res.Body.Close()
-			}
-			return err == nil && res.StatusCode == http.StatusOK
-		})
+		queuetest.Eventually(t, 30*time.Second, "the API on "+addr, func() bool { return proctest.Ready(http.DefaultClient, "http://"+addr) })
 	}
 
 	// Jobs through each API (REST batches) and through the library; 200 ms

@@ -56,14 +56,7 @@ func startStack(t *testing.T, redisURL string, queues []string, workers int, env
 	for i := range workers {
 		s.workers = append(s.workers, proctest.Start(t, proctest.Binary(t, "worker"), with(fmt.Sprintf("SUNDIAL_WORKER_ID=ha-worker-%d", i))...))
 	}
-	hatest.Eventually(t, 60*time.Second, "the API ready", func() bool {
-		res, err := s.HTTP.Get(s.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == http.StatusOK
-	})
+	hatest.Eventually(t, 60*time.Second, "the API ready", func() bool { return proctest.Ready(s.HTTP, s.url) })
 	return s
 }
 

@@ -74,3 +74,14 @@ func (a *API) Call(method, path string, body any, deadline time.Duration) (int, 
 	}
 	return 0, nil, fmt.Errorf("%s %s: no answer before the deadline: %v", method, path, last)
 }
+
+// Ready reports whether the API at base answers GET /readyz with 200: the
+// condition tests wait on after starting one.
+func Ready(c *http.Client, base string) bool {
+	res, err := c.Get(base + "/readyz")
+	if err != nil {
+		return false
+	}
+	res.Body.Close()
+	return res.StatusCode == http.StatusOK
+}

@@ -158,14 +158,7 @@ func startStack(t *testing.T) *stack {
 		s.workers = append(s.workers, proctest.Start(t, proctest.Binary(t, "worker"), env(fmt.Sprintf("SUNDIAL_WORKER_ID=soak-worker-%d", i))...))
 	}
 	for _, u := range s.URLs {
-		queuetest.Eventually(t, 30*time.Second, "the API at "+u, func() bool {
-			res, err := s.HTTP.Get(u + "/readyz")
-			if err != nil {
-				return false
-			}
-			res.Body.Close()
-			return res.StatusCode == http.StatusOK
-		})
+		queuetest.Eventually(t, 30*time.Second, "the API at "+u, func() bool { return proctest.Ready(s.HTTP, u) })
 	}
 	return s
 }
