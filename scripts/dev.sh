@@ -43,7 +43,11 @@ stop_wait() { # pids…: SIGTERM, then wait for each to exit
   for p in "$@"; do while kill -0 "$p" 2>/dev/null; do sleep 0.1; done; done
 }
 cleanup() {
-  trap - INT TERM EXIT
+  # A second INT or TERM must not cut the stop short (make passes its own
+  # signal on to this script, and Ctrl-C may come twice): ignore them from
+  # here on, or the parts started with setsid would be left running.
+  trap '' INT TERM
+  trap - EXIT
   say "stopping: API and workers, then the poller, then MongoDB, then Redis"
   stop_wait "${stage1[@]}"
   stop_wait "${stage2[@]}"
