@@ -43,14 +43,22 @@ func newHub(q *queue.Client, opts StreamOptions, workerMaxAge time.Duration, m *
 	return h
 }
 
-// run reads events and ticks stats until ctx ends.
-func (h *hub) run(ctx context.Context) {
+// start reads events and ticks stats until ctx ends; the returned channel
+// closes when both have stopped. The hub counts as running from the call
+// on, before its goroutines are scheduled, so that a client connecting as
+// soon as the server serves is not refused.
+func (h *hub) start(ctx context.Context) <-chan struct{} {
 	h.running.Store(true)
-	defer h.running.Store(false)
-	var wg sync.WaitGroup
-	wg.Go(func() { h.readEvents(ctx) })
-	wg.Go(func() { h.tickStats(ctx) })
-	wg.Wait()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer h.running.Store(false)
+		var wg sync.WaitGroup
+		wg.Go(func() { h.readEvents(ctx) })
+		wg.Go(func() { h.tickStats(ctx) })
+		wg.Wait()
+	}()
+	return done
 }
 
 // snapshot returns the connected clients; callers must not modify it.

@@ -204,15 +204,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	s.wake.start(base)
-	// The stream counts as running before the first request can arrive:
-	// otherwise a client connecting in the instant before the hub's
-	// goroutine starts would be refused with 503 (seen in CI under load).
-	s.hub.running.Store(true)
-	hubDone := make(chan struct{})
-	go func() {
-		defer close(hubDone)
-		s.hub.run(base)
-	}()
+	hubDone := s.hub.start(base) // running before the first request
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
