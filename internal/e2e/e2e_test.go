@@ -85,8 +85,9 @@ func eventCounts(t *testing.T, rdb *redis.Client, queueName string) map[string]m
 	return out
 }
 
-// waitAllFinal waits until every job of jobs is in a final state.
-func waitAllFinal(t *testing.T, q *queue.Client, jobs []*job.Job, timeout time.Duration) {
+// waitAllFinal waits until the n jobs submitted to the default queue are
+// all in a final state.
+func waitAllFinal(t *testing.T, q *queue.Client, n int, timeout time.Duration) {
 	t.Helper()
 	queuetest.Eventually(t, timeout, "every job in a final state", func() bool {
 		st, err := q.Stats(context.Background(), "default")
@@ -95,7 +96,7 @@ func waitAllFinal(t *testing.T, q *queue.Client, jobs []*job.Job, timeout time.D
 		}
 		s := st[0]
 		return s.Queued["high"]+s.Queued["normal"]+s.Queued["low"]+s.Throttled+s.Scheduled+s.Active+s.Waiting == 0 &&
-			s.SubmittedTotal == int64(len(jobs))
+			s.SubmittedTotal == int64(n)
 	})
 }
 
@@ -132,7 +133,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	})
 	victim.Kill()
 
-	waitAllFinal(t, q, jobs, 60*time.Second)
+	waitAllFinal(t, q, len(jobs), 60*time.Second)
 	counts := eventCounts(t, rdb, "default")
 	expired := 0
 	for _, j := range jobs {
@@ -197,7 +198,7 @@ func TestRedisRestart(t *testing.T) {
 	if err := q.Resume(ctx, "default"); err != nil {
 		t.Fatal(err)
 	}
-	waitAllFinal(t, q, jobs, 60*time.Second)
+	waitAllFinal(t, q, len(jobs), 60*time.Second)
 	counts := eventCounts(t, rdb, "default")
 	for _, j := range jobs {
 		if c := counts[j.ID]; c["succeeded"] != 1 {

@@ -177,7 +177,7 @@ func TestRollingUpgrade(t *testing.T) {
 	})
 	oldPoller.Signal(syscall.SIGTERM, 10*time.Second)
 
-	waitAllFinal(t, q, allJobs(want), 90*time.Second)
+	waitAllFinal(t, q, len(want), 90*time.Second)
 	counts := eventCounts(t, rdb, "default")
 	ranOn := map[string]int{}
 	for id, state := range want {
@@ -211,13 +211,4 @@ func countEvents(t *testing.T, counts map[string]map[string]int, event string) i
 		n += c[event]
 	}
 	return n
-}
-
-// allJobs lists the ids of want as jobs, for waitAllFinal's count.
-func allJobs(want map[string]job.State) []*job.Job {
-	out := make([]*job.Job, 0, len(want))
-	for id := range want {
-		out = append(out, &job.Job{ID: id})
-	}
-	return out
 }
