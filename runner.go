@@ -124,7 +124,8 @@ func JobFrom(ctx context.Context) *Record {
 
 // Run runs jobs until ctx ends, then shuts down gracefully (see
 // RunnerConfig.ShutdownTimeout) and returns nil; an error means it could
-// not run.
+// not run, such as a *queue.FormatError when the Redis holds a storage
+// format this release does not read (docs/engine.md, "Storage format").
 func (r *Runner) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return r.w.Run(gctx) })

@@ -25,7 +25,7 @@ import (
 // the engine's code. Move it to the newest landing whenever the scripts, or
 // what the engine writes to Redis, change, so that every change is checked
 // against the release it replaces.
-const previousRelease = "37c4ba20d4bff0234c80f5e3f8c679ee8d8ab24d"
+const previousRelease = "0f498cf2a9b5df50885228270e4a3a54d1e8b1d3"
 
 // oldServices builds the api, worker and poller of commit, taken from this
 // repository's history, and returns the directory holding them. Without

@@ -134,6 +134,9 @@ var errorTable = []struct {
 	{asType[*historyError], func(error) *apiError {
 		return &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Message: "history store unavailable; try again later"}
 	}},
+	{asType[*queue.FormatError], func(error) *apiError {
+		return &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Message: "this API's release cannot read the job store's storage format; it is stopping"}
+	}},
 	{unavailable, func(error) *apiError {
 		return &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Message: "job store unavailable; try again later"}
 	}},
@@ -179,7 +182,7 @@ func unavailable(err error) bool {
 		errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted),
 		redis.IsLoadingError(err), redis.IsReadOnlyError(err), redis.IsClusterDownError(err),
 		redis.IsTryAgainError(err), redis.IsMasterDownError(err),
-		errors.Is(err, queue.ErrNotReplicated):
+		errors.Is(err, queue.ErrNotReplicated), errors.Is(err, queue.ErrNotRegistered):
 		return true
 	}
 	var re redis.Error

@@ -191,6 +191,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	if !first {
 		return errors.New("httpapi: Server.Run called twice")
 	}
+	// The API registers as a reader of the storage format while it serves:
+	// a Redis holding a format this release does not read stops it, as a
+	// signal does, and Run returns the *queue.FormatError.
+	ctx, reg := s.cfg.Queue.Register(ctx, "api", s.log)
+	defer reg.Close()
 	// Requests keep their context while they drain; the base context ends
 	// only when the drain is over.
 	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
@@ -231,6 +236,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	<-hubDone
 	if serveErr == nil {
 		serveErr = <-served
+	}
+	if err := reg.Close(); err != nil {
+		return err
 	}
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		return nil

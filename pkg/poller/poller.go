@@ -96,8 +96,17 @@ func New(q *queue.Client, cfg Config) *Poller {
 }
 
 // Run works until ctx ends, then returns nil. Redis errors are logged and
-// retried with backoff; they never stop the poller.
-func (p *Poller) Run(ctx context.Context) error {
+// retried with backoff; they never stop the poller. It registers the
+// poller as a reader of the storage format while it runs
+// (queue.Client.Register), and stops, returning the *queue.FormatError,
+// when the Redis holds a format this release does not read.
+func (p *Poller) Run(ctx context.Context) (err error) {
+	ctx, reg := p.q.Register(ctx, "poller", p.log)
+	defer func() {
+		if ferr := reg.Close(); ferr != nil {
+			err = ferr
+		}
+	}()
 	wake := p.q.SubscribeWake(ctx)
 	timer := time.NewTimer(0)
 	defer timer.Stop()

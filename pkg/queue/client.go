@@ -88,6 +88,7 @@ type Client struct {
 	opts    Options
 	scripts *scripts
 	mode    scriptMode
+	fence   fence // see Register
 
 	mu         sync.Mutex
 	keys       map[string]*queueKeys
@@ -100,7 +101,7 @@ type Client struct {
 // New returns a Client over rdb.
 func New(rdb redis.UniversalClient, opts Options) *Client {
 	opts.fill()
-	return &Client{
+	c := &Client{
 		rdb:        rdb,
 		opts:       opts,
 		scripts:    loadScripts(),
@@ -109,6 +110,8 @@ func New(rdb redis.UniversalClient, opts Options) *Client {
 		coalescers: map[string]*coalescer{},
 		rng:        rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
+	c.fence.born = time.Now()
+	return c
 }
 
 // Redis returns the underlying Redis client.

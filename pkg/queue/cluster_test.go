@@ -42,7 +42,8 @@ func TestClusterScriptsKeepToOneSlot(t *testing.T) {
 		iter := m.Scan(ctx, 0, "*", 1000).Iterator()
 		for iter.Next(ctx) {
 			k := iter.Val()
-			ok := k == "sundial:queues" || k == "sundial:workers" || strings.HasPrefix(k, "sundial:worker:")
+			ok := k == "sundial:queues" || k == "sundial:workers" || strings.HasPrefix(k, "sundial:worker:") ||
+				strings.HasPrefix(k, "sundial:{.storage}:")
 			for _, name := range queues {
 				ok = ok || strings.Contains(k, "{"+name+"}")
 			}
@@ -135,6 +136,9 @@ func exerciseEveryScript(t *testing.T, ctx context.Context, q *queue.Client, clk
 	must(err)
 	_, _, err = q.Promote(ctx, name, 100) // promote.lua
 	must(err)
+	rctx, reg := q.Register(ctx, "test", nil) // register.lua, over the storage format's keys
+	must(context.Cause(rctx))
+	must(reg.Close())
 
 	_, err = q.Cancel(ctx, later.ID) // cancel.lua
 	must(err)

@@ -15,6 +15,16 @@ const (
 	chanCancel      = prefix + "cancel"      // pub/sub: an active job was cancelled
 )
 
+// The storage format's keys (format.go). They share one hash tag, which no
+// queue name can be (a queue name has no '.'), so that in Redis Cluster
+// the registration script reads the marker and writes the registry at once.
+const (
+	storageTag     = prefix + "{.storage}:"
+	keyFormat      = storageTag + "format"      // hash: format = the format written (absent: 1)
+	keyReaders     = storageTag + "readers"     // zset process id → registration expiry ms
+	keyReadersInfo = storageTag + "reader-info" // hash process id → ReaderInfo JSON
+)
+
 // queueKeys are the keys of one queue, in the order every script receives
 // them as KEYS (see lua/lib.lua). Scripts build the per-job keys of the same
 // slot from the prefixes they get in ARGV: the job hash jobPrefix+id, and

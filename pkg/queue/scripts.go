@@ -40,6 +40,11 @@ type script struct {
 // skip them.
 type scripts struct {
 	submit, claim, extend, complete, cycle, reclaim, release, promote, cancel, retry, purge, prune, resume, limit *script
+	// register records a process in the registry of readers (format.go).
+	// It is no transition: it runs without begin() and flush_events, over
+	// the registry's keys, and also when Redis is out of memory, so that
+	// no process loses its registration (and stops) for that alone.
+	register *script
 
 	library string // the library's source, FUNCTION LOAD's argument
 	name    string // the library's name: "sundial_" + a hash of its source
@@ -64,6 +69,7 @@ func loadScripts() *scripts {
 	for _, n := range scriptNames {
 		code += mainOf(n)
 	}
+	code += mainOf("register") // needs nothing of lib.lua; see s.register below
 	sum := sha1.Sum([]byte(code))
 	name := "sundial_" + hex.EncodeToString(sum[:8])
 	var lib strings.Builder
@@ -86,6 +92,10 @@ func loadScripts() *scripts {
 		byName[n] = &script{fn: fn, eval: redis.NewScript("local KEYS, ARGV = KEYS, ARGV\n" + common + mainOf(n) +
 			"begin()\nlocal out = main_" + n + "()\nflush_events()\nreturn out\n")}
 	}
+	// register is one more function of the library, which sets KEYS and
+	// ARGV itself; its fallback is register.lua alone.
+	lib.WriteString(fmt.Sprintf("redis.register_function{function_name='%s_register', callback=function(keys, args) KEYS, ARGV = keys, args; return main_register() end, flags={'allow-oom'}}\n", name))
+	s.register = &script{fn: name + "_register", eval: redis.NewScript("local KEYS, ARGV = KEYS, ARGV\n" + mainOf("register") + "return main_register()\n")}
 	s.library = lib.String()
 	s.submit, s.claim, s.extend, s.complete, s.cycle = byName["submit"], byName["claim"], byName["extend"], byName["complete"], byName["cycle"]
 	s.reclaim, s.release, s.promote, s.cancel, s.retry = byName["reclaim"], byName["release"], byName["promote"], byName["cancel"], byName["retry"]
@@ -117,8 +127,16 @@ type scriptMode struct {
 // function, loading the library where the server lacks it (a new or
 // restarted server without persistence, a new cluster master) and calling
 // again. A server that cannot load functions (Redis before 7.0, FUNCTION
-// renamed or denied) makes this client use EVALSHA from then on.
+// renamed or denied) makes this client use EVALSHA from then on. A client
+// whose registration as a reader is not live runs nothing (see Register).
 func (c *Client) call(ctx context.Context, r scripter, s *script, keys []string, argv []any) *redis.Cmd {
+	if s != c.scripts.register {
+		if err := c.fence.check(); err != nil {
+			cmd := redis.NewCmd(ctx)
+			cmd.SetErr(err)
+			return cmd
+		}
+	}
 	if c.mode.eval.Load() {
 		return s.eval.Run(ctx, r, keys, argv...)
 	}

@@ -192,8 +192,14 @@ func (w *Worker) Use(mw ...Middleware) { w.mw = append(w.mw, mw...) }
 // Run claims and runs jobs until ctx ends, then shuts down gracefully: it
 // stops claiming, waits up to ShutdownTimeout for running jobs, gives the
 // leases of the rest back so they are requeued at once, and returns nil.
+// It registers the worker as a reader of the storage format for as long
+// as it runs (queue.Client.Register): when the Redis holds a format this
+// release does not read, it shuts down the same way, having written
+// nothing more, and returns the *queue.FormatError.
 func (w *Worker) Run(ctx context.Context) error {
 	w.started = time.Now().UTC()
+	ctx, reg := w.q.Register(ctx, "worker", w.log)
+	defer reg.Close()
 	// Jobs run under their own context, cancelled only past the deadline.
 	jobsCtx, stopJobs := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopJobs(errShutdown)
@@ -247,7 +253,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.log.Warn("unregister worker", "err", err)
 	}
 	w.log.Info("worker stopped", "processed", w.processed.Load(), "failed", w.failed.Load())
-	return nil
+	return reg.Close()
 }
 
 // dispatch is the claim loop: while a slot is free it claims as many jobs

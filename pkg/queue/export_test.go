@@ -1,0 +1,12 @@
+package queue
+
+import "time"
+
+// SetRegistrationTiming replaces the registration's lifetime and renewal
+// intervals (format.go) until the returned function restores them. Tests
+// that call it must not run in parallel with others that register.
+func SetRegistrationTiming(ttl, renew, retry time.Duration) (restore func()) {
+	oldTTL, oldRenew, oldRetry := readerTTL, renewEvery, retryEvery
+	readerTTL, renewEvery, retryEvery = ttl, renew, retry
+	return func() { readerTTL, renewEvery, retryEvery = oldTTL, oldRenew, oldRetry }
+}

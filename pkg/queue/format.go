@@ -1,0 +1,308 @@
+package queue
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The storage format is the layout of what the engine keeps in Redis (job
+// hashes, list entries, the active set). A release writes one format and
+// reads a set of them; during a rolling upgrade the releases of both sides
+// share one Redis, so a new format may be written only once no live
+// process lacks it (docs/engine.md, "Storage format").
+//
+// Every long-running process (API, worker, poller) registers as a reader:
+// it records the formats it reads in a registry kept in Redis, renewed
+// every few seconds, and refuses to go on when the Redis holds a format it
+// does not read (the marker, keyFormat). Registering checks the marker in
+// the same script, so a process cannot register as a reader of format 1
+// after the marker moved on. While registered, a process does engine work
+// only as long as its registration is live by its own clock: one that
+// could not renew for ReaderTTL stops running scripts until it renews,
+// which makes a switch that waits ReaderTTL after moving the marker safe
+// against processes whose registration Redis lost (a restart without
+// persistence, a failover).
+const (
+	// WriteFormat is the storage format this release writes.
+	WriteFormat = 1
+	// ReaderTTL is how long a registration lasts unrenewed.
+	ReaderTTL = 30 * time.Second
+)
+
+// readFormats are the storage formats this release reads.
+var readFormats = []int{1}
+
+// ReadFormats returns the storage formats this release reads.
+func ReadFormats() []int { return slices.Clone(readFormats) }
+
+// Registration timing: a renewal every renewEvery, and after a failed
+// attempt another one every retryEvery, so that a registration survives
+// several failed attempts before it lapses.
+var (
+	readerTTL  = ReaderTTL // tests shorten it
+	renewEvery = 5 * time.Second
+	retryEvery = time.Second
+	// firstWait bounds how long Register waits for its first attempt
+	// before it returns; the attempts go on in the background.
+	firstWait = 2 * time.Second
+)
+
+// ErrNotRegistered is the error of an engine call made while the client's
+// registration as a reader is not live: before its first registration
+// succeeded, or after it could not be renewed for ReaderTTL (Redis
+// unreachable). Calls succeed again once a renewal does.
+var ErrNotRegistered = errors.New("queue: this process is not registered as a reader of the storage format (is Redis reachable?); engine calls resume once it is")
+
+// FormatError says that the Redis holds jobs in a storage format this
+// release does not read. A process that gets it stops: running on would
+// misread the jobs. Run a release that reads the format.
+type FormatError struct {
+	Format string // the format marker's value
+	Reads  []int  // the formats this release reads
+}
+
+func (e *FormatError) Error() string {
+	return fmt.Sprintf("this Redis holds jobs in storage format %s, and this release of Sundial reads format %s only: run a release that reads it (docs/deploy.md, \"Upgrades\")",
+		e.Format, formatList(e.Reads))
+}
+
+func formatList(fs []int) string {
+	s := ""
+	for i, f := range fs {
+		if i > 0 {
+			s += ", "
+		}
+		s += strconv.Itoa(f)
+	}
+	return s
+}
+
+// ReaderInfo is a process's entry in the registry of readers.
+type ReaderInfo struct {
+	ID        string    `json:"id"`
+	Role      string    `json:"role"`
+	Hostname  string    `json:"hostname"`
+	PID       int       `json:"pid"`
+	Reads     []int     `json:"reads"`
+	Writes    int       `json:"writes"`
+	StartedAt time.Time `json:"started_at"`
+	// ExpiresAt is when the registration lapses unless renewed (Redis'
+	// clock); not stored in the entry.
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// StorageInfo is the storage format of a Redis and its live readers.
+type StorageInfo struct {
+	// Format is the format marker: the format written there ("1" when
+	// no release ever moved it).
+	Format  string       `json:"format"`
+	Readers []ReaderInfo `json:"readers"`
+}
+
+// Storage reports the format marker and the live registrations.
+func (c *Client) Storage(ctx context.Context) (*StorageInfo, error) {
+	format, err := c.rdb.HGet(ctx, keyFormat, "format").Result()
+	if err == redis.Nil {
+		format, err = "1", nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	live, err := c.rdb.ZRangeByScoreWithScores(ctx, keyReaders, &redis.ZRangeBy{Min: "(" + itoa(now.UnixMilli()), Max: "+inf"}).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := &StorageInfo{Format: format, Readers: []ReaderInfo{}}
+	if len(live) == 0 {
+		return out, nil
+	}
+	ids := make([]string, len(live))
+	for i, z := range live {
+		ids[i] = z.Member.(string)
+	}
+	infos, err := c.rdb.HMGet(ctx, keyReadersInfo, ids...).Result()
+	if err != nil {
+		return nil, err
+	}
+	for i, v := range infos {
+		r := ReaderInfo{ID: ids[i]}
+		if s, ok := v.(string); ok {
+			_ = json.Unmarshal([]byte(s), &r) // an unreadable entry still counts, by id
+		}
+		r.ExpiresAt = msTime(int64(live[i].Score))
+		out.Readers = append(out.Readers, r)
+	}
+	return out, nil
+}
+
+// fence keeps a client's script calls to the times its registration is
+// live (see the package comment above). A client that never registered is
+// not fenced: short-lived tools and tests use the engine without it.
+type fence struct {
+	born    time.Time    // the clock origin (monotonic)
+	regs    atomic.Int32 // open registrations
+	until   atomic.Int64 // live until born+until (ns)
+	refused atomic.Pointer[FormatError]
+}
+
+// check returns why a script may not run now, or nil.
+func (f *fence) check() error {
+	if e := f.refused.Load(); e != nil {
+		return e
+	}
+	if f.regs.Load() == 0 || time.Since(f.born) < time.Duration(f.until.Load()) {
+		return nil
+	}
+	return ErrNotRegistered
+}
+
+// extend makes the registration live until at least since(born) = until.
+func (f *fence) extend(until time.Duration) {
+	for {
+		cur := f.until.Load()
+		if int64(until) <= cur || f.until.CompareAndSwap(cur, int64(until)) {
+			return
+		}
+	}
+}
+
+// Registration is a process's entry in the registry of readers, renewed in
+// the background until Close.
+type Registration struct {
+	c      *Client
+	info   ReaderInfo
+	log    *slog.Logger
+	fail   context.CancelCauseFunc // ends the context Register returned
+	stop   context.CancelFunc      // ends the renewals
+	done   chan struct{}
+	first  chan struct{}
+	err    *FormatError // set before done closes
+	closed sync.Once
+}
+
+// Register records this process (role: "api", "worker", "poller"…) as a
+// reader of the formats this release reads, and renews the registration
+// until Close. It waits up to a few seconds for the first attempt; Redis
+// being unreachable is no refusal: the attempts go on, and the client's
+// engine calls fail with ErrNotRegistered until one succeeds. When the
+// Redis holds a format this release does not read, now or later, the
+// returned context ends with a *FormatError as its cause
+// (context.Cause), every engine call of the client fails with it from then
+// on, and Close returns it. log (nil: slog.Default()) gets the failed
+// attempts.
+func (c *Client) Register(ctx context.Context, role string, log *slog.Logger) (context.Context, *Registration) {
+	if log == nil {
+		log = slog.Default()
+	}
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	r := &Registration{
+		c: c, log: log,
+		info: ReaderInfo{
+			ID:   role + "-" + host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:]),
+			Role: role, Hostname: host, PID: os.Getpid(), Reads: readFormats, Writes: WriteFormat,
+			StartedAt: time.Now().UTC().Truncate(time.Millisecond),
+		},
+		done: make(chan struct{}), first: make(chan struct{}),
+	}
+	out, fail := context.WithCancelCause(ctx)
+	renewals, stop := context.WithCancel(context.WithoutCancel(ctx))
+	r.fail, r.stop = fail, stop
+	c.fence.regs.Add(1)
+	go r.renew(renewals)
+	wait := time.NewTimer(firstWait)
+	defer wait.Stop()
+	select {
+	case <-r.first:
+	case <-wait.C:
+	case <-ctx.Done():
+	}
+	return out, r
+}
+
+// ID returns the registration's id in the registry.
+func (r *Registration) ID() string { return r.info.ID }
+
+// renew registers, then renews until ctx ends or the format is refused.
+func (r *Registration) renew(ctx context.Context) {
+	defer close(r.done)
+	info, _ := json.Marshal(r.info)
+	args := []any{r.info.ID, readerTTL.Milliseconds(), info}
+	for _, f := range r.info.Reads {
+		args = append(args, f)
+	}
+	keys := []string{keyFormat, keyReaders, keyReadersInfo}
+	var firstOnce sync.Once
+	delay := time.Duration(0)
+	for {
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		start := time.Since(r.c.fence.born)
+		res, err := r.c.call(ctx, r.c.rdb, r.c.scripts.register, keys, args).Slice()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil || len(res) != 2:
+			r.log.Warn("registering as a reader of the storage format failed; retrying", "err", err, "in", retryEvery)
+			delay = retryEvery
+		case res[0] == int64(0):
+			format, _ := res[1].(string)
+			r.err = &FormatError{Format: format, Reads: r.info.Reads}
+			r.c.fence.refused.Store(r.err)
+			r.log.Error("refusing to run", "err", r.err)
+			r.fail(r.err)
+			firstOnce.Do(func() { close(r.first) })
+			return
+		default:
+			r.c.fence.extend(start + readerTTL)
+			delay = renewEvery
+		}
+		firstOnce.Do(func() { close(r.first) })
+	}
+}
+
+// Close stops the renewals and removes the entry (a process that stops is
+// no reader), and returns the *FormatError that refused the registration,
+// if any. The client's engine calls are no longer fenced by it.
+func (r *Registration) Close() error {
+	r.closed.Do(func() {
+		r.stop()
+		<-r.done
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		pipe := r.c.rdb.Pipeline()
+		pipe.ZRem(ctx, keyReaders, r.info.ID)
+		pipe.HDel(ctx, keyReadersInfo, r.info.ID)
+		if _, err := pipe.Exec(ctx); err != nil {
+			r.log.Warn("removing the registration failed; it lapses by itself", "err", err, "after", readerTTL)
+		}
+		r.c.fence.regs.Add(-1)
+		r.fail(context.Canceled)
+	})
+	if r.err != nil {
+		return r.err
+	}
+	return nil
+}

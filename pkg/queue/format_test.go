@@ -1,0 +1,210 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/queue/queuetest"
+)
+
+// The storage format's keys, as docs/engine.md names them.
+const (
+	formatKey  = "sundial:{.storage}:format"
+	readersKey = "sundial:{.storage}:readers"
+)
+
+func submitOne(ctx context.Context, q *queue.Client) error {
+	s := job.Spec{Type: "t"}
+	j, err := s.Build(time.Now())
+	if err != nil {
+		return err
+	}
+	_, err = q.Submit(ctx, []*job.Job{j})
+	return err
+}
+
+func TestRegisterRecordsAndRemovesTheReader(t *testing.T) {
+	t.Parallel()
+	srv := queuetest.Start(t)
+	q := queue.New(srv.Client(), queue.Options{})
+	ctx := context.Background()
+
+	rctx, reg := q.Register(ctx, "worker", nil)
+	if rctx.Err() != nil {
+		t.Fatalf("registered context ended: %v", context.Cause(rctx))
+	}
+	st, err := q.Storage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Format != "1" || len(st.Readers) != 1 {
+		t.Fatalf("storage = %+v, want format 1 and one reader", st)
+	}
+	r := st.Readers[0]
+	if r.ID != reg.ID() || r.Role != "worker" || !slices.Equal(r.Reads, queue.ReadFormats()) || r.Writes != queue.WriteFormat {
+		t.Fatalf("reader = %+v", r)
+	}
+	if left := time.Until(r.ExpiresAt); left <= 0 || left > queue.ReaderTTL {
+		t.Fatalf("registration expires in %v, want within %v", left, queue.ReaderTTL)
+	}
+	if err := submitOne(ctx, q); err != nil {
+		t.Fatalf("submit while registered: %v", err)
+	}
+
+	// A lapsed entry (its process gone without removing it) is not listed,
+	// and the next registration drops it.
+	rdb := srv.Client()
+	rdb.ZAdd(ctx, readersKey, redis.Z{Score: float64(time.Now().Add(-time.Minute).UnixMilli()), Member: "gone"})
+	if st, _ := q.Storage(ctx); len(st.Readers) != 1 {
+		t.Fatalf("a lapsed registration is listed: %+v", st.Readers)
+	}
+	_, other := q.Register(ctx, "poller", nil)
+	if n := rdb.ZScore(ctx, readersKey, "gone").Err(); n != redis.Nil {
+		t.Fatalf("the lapsed entry is still in the registry (%v)", n)
+	}
+	if st, _ := q.Storage(ctx); len(st.Readers) != 2 {
+		t.Fatalf("readers = %+v, want two", st.Readers)
+	}
+
+	if err := reg.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rctx.Err() == nil {
+		t.Fatal("the registered context did not end with Close")
+	}
+	if n := rdb.ZCard(ctx, readersKey).Val(); n != 0 {
+		t.Fatalf("%d registrations left after Close", n)
+	}
+	// Closed: the client is no longer fenced.
+	if err := submitOne(ctx, q); err != nil {
+		t.Fatalf("submit after Close: %v", err)
+	}
+}
+
+// A release refuses to run against a Redis holding a format it does not
+// read: the registration fails, its context ends, and no script runs.
+func TestRegisterRefusesAFormatItDoesNotRead(t *testing.T) {
+	t.Parallel()
+	for _, marker := range []string{"2", "garbage"} {
+		t.Run(marker, func(t *testing.T) {
+			srv := queuetest.Start(t)
+			rdb := srv.Client()
+			ctx := context.Background()
+			rdb.HSet(ctx, formatKey, "format", marker)
+			q := queue.New(rdb, queue.Options{})
+
+			rctx, reg := q.Register(ctx, "api", nil)
+			var fe *queue.FormatError
+			if !errors.As(context.Cause(rctx), &fe) || fe.Format != marker {
+				t.Fatalf("context cause = %v, want a FormatError for %q", context.Cause(rctx), marker)
+			}
+			if err := submitOne(ctx, q); !errors.As(err, &fe) {
+				t.Fatalf("submit after the refusal = %v, want the FormatError", err)
+			}
+			if err := reg.Close(); !errors.As(err, &fe) {
+				t.Fatalf("Close = %v, want the FormatError", err)
+			}
+			// The refusal sticks: a closed registration does not unfence it.
+			if err := submitOne(ctx, q); !errors.As(err, &fe) {
+				t.Fatalf("submit after Close = %v, want the FormatError", err)
+			}
+			if n := rdb.ZCard(ctx, readersKey).Val(); n != 0 {
+				t.Fatalf("a refused process is registered (%d entries)", n)
+			}
+			if n := rdb.Exists(ctx, queue.QueueKey("default", "normal")).Val(); n != 0 {
+				t.Fatal("a refused client wrote a job")
+			}
+		})
+	}
+}
+
+// The marker moving while a process runs stops it at its next renewal.
+// Not parallel: it shortens the renewal interval of the package.
+func TestMarkerMovingStopsARegisteredProcess(t *testing.T) {
+	defer queue.SetRegistrationTiming(queue.ReaderTTL, 50*time.Millisecond, 50*time.Millisecond)()
+	srv := queuetest.Start(t)
+	rdb := srv.Client()
+	q := queue.New(rdb, queue.Options{})
+	ctx := context.Background()
+	rctx, reg := q.Register(ctx, "poller", nil)
+	defer reg.Close()
+	if err := submitOne(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	rdb.HSet(ctx, formatKey, "format", "3")
+	select {
+	case <-rctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the registered context did not end after the marker moved")
+	}
+	var fe *queue.FormatError
+	if !errors.As(context.Cause(rctx), &fe) || fe.Format != "3" {
+		t.Fatalf("cause = %v", context.Cause(rctx))
+	}
+	if err := submitOne(ctx, q); !errors.As(err, &fe) {
+		t.Fatalf("submit after the marker moved = %v, want the FormatError", err)
+	}
+}
+
+// A process that cannot renew its registration for the registration's
+// lifetime runs no script until it renews: a switch that waited that long
+// after moving the marker cannot meet it still writing.
+// Not parallel: it changes the registration's timing.
+func TestLapsedRegistrationStopsScripts(t *testing.T) {
+	defer queue.SetRegistrationTiming(300*time.Millisecond, time.Hour, time.Hour)()
+	srv := queuetest.Start(t)
+	q := queue.New(srv.Client(), queue.Options{})
+	ctx := context.Background()
+	_, reg := q.Register(ctx, "worker", nil)
+	if err := submitOne(ctx, q); err != nil {
+		t.Fatalf("submit while the registration is live: %v", err)
+	}
+	// No renewal comes (an hour apart): the registration lapses.
+	deadline := time.Now().Add(10 * time.Second)
+	for err := submitOne(ctx, q); !errors.Is(err, queue.ErrNotRegistered); err = submitOne(ctx, q) {
+		if err != nil {
+			t.Fatalf("submit = %v, want success, then ErrNotRegistered", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the registration never lapsed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := reg.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := submitOne(ctx, q); err != nil {
+		t.Fatalf("submit after Close: %v", err)
+	}
+}
+
+// A process that starts while Redis is down is not refused: it registers
+// once Redis answers, and its engine calls work from then on.
+// Not parallel: it changes the registration's timing.
+func TestRegisterWaitsForRedis(t *testing.T) {
+	defer queue.SetRegistrationTiming(queue.ReaderTTL, time.Second, 50*time.Millisecond)()
+	srv := queuetest.Start(t)
+	srv.Kill()
+	q := queue.New(srv.Client(), queue.Options{})
+	ctx := context.Background()
+	rctx, reg := q.Register(ctx, "api", nil)
+	defer reg.Close()
+	if _, _, err := q.Promote(ctx, "default", 10); !errors.Is(err, queue.ErrNotRegistered) {
+		t.Fatalf("a script call before registering = %v, want ErrNotRegistered", err)
+	}
+	srv.Restart()
+	queuetest.Eventually(t, 10*time.Second, "a submit after Redis came back", func() bool { return submitOne(ctx, q) == nil })
+	if rctx.Err() != nil {
+		t.Fatalf("Redis being down refused the process: %v", context.Cause(rctx))
+	}
+}
