@@ -60,6 +60,7 @@ func commands() []command {
 		{"jobs", "submit|get|cancel|retry", "submit and inspect jobs", runJobs},
 		{"dead", "list|retry|purge QUEUE", "dead letters of a queue", runDead},
 		{"limits", "list QUEUE | set|delete QUEUE NAME", "concurrency and rate limits of a queue", runLimits},
+		{"storage", "", "the storage format Redis holds and the processes that read it", runStorage},
 		{"watch", "[--queue Q] [--type T] [--job ID] [--stats]", "print job events live, one line each, until Ctrl-C", runWatch},
 		{"help", "", "show this help", nil},
 	}

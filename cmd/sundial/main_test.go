@@ -229,6 +229,13 @@ func TestJobsQueuesDead(t *testing.T) {
 
 // TestLimitsCommands sets, lists and deletes a limit and submits a grouped
 // job the limit holds back.
+func TestStorageCommand(t *testing.T) {
+	s := startServer(t)
+	s.cli(t, "", args("storage")).want(t, exitOK, "storage format 1 (this API reads 1, writes 1)", "ROLE", "api")
+	s.cli(t, "", args("storage --json")).want(t, exitOK, `"format": "1"`, `"role": "api"`)
+	s.cli(t, "", args("storage extra")).want(t, exitUsage, "no arguments")
+}
+
 func TestLimitsCommands(t *testing.T) {
 	s := startServer(t)
 	s.cli(t, "", args("limits set mail smtp --types email.send --key customer --concurrency 1 --rate 100/1m")).

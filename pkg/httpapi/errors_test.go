@@ -159,7 +159,7 @@ func TestRedisDown(t *testing.T) {
 	a.redis.Kill()
 	checks := []struct{ method, path string }{
 		{"POST", "/v1/jobs"}, {"POST", "/v1/jobs/batch"}, {"GET", "/v1/jobs/" + j.ID}, {"POST", "/v1/jobs/" + j.ID + "/cancel"},
-		{"GET", "/v1/queues"}, {"GET", "/v1/queues/default"}, {"GET", "/v1/workers"},
+		{"GET", "/v1/queues"}, {"GET", "/v1/queues/default"}, {"GET", "/v1/workers"}, {"GET", "/v1/storage"},
 	}
 	bodies := map[string]any{"/v1/jobs": map[string]any{"type": "a"}, "/v1/jobs/batch": map[string]any{"jobs": []any{map[string]any{"type": "a"}}}}
 	for _, c := range checks {

@@ -31,6 +31,29 @@ type workerList struct {
 	Workers []queue.WorkerInfo `json:"workers"`
 }
 
+// storageView is GET /v1/storage's answer.
+type storageView struct {
+	Format  string             `json:"format"`
+	Readers []queue.ReaderInfo `json:"readers"`
+	// Reads and Writes are this API's release's formats.
+	Reads  []int `json:"reads"`
+	Writes int   `json:"writes"`
+}
+
+// storage handles GET /v1/storage.
+func (s *Server) storage(c *gin.Context) {
+	if err := checkQuery(c); err != nil {
+		fail(c, err)
+		return
+	}
+	st, err := s.q.Storage(c.Request.Context())
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, storageView{Format: st.Format, Readers: st.Readers, Reads: queue.ReadFormats(), Writes: queue.WriteFormat})
+}
+
 // listQueues handles GET /v1/queues.
 func (s *Server) listQueues(c *gin.Context) {
 	if err := checkQuery(c); err != nil {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -153,4 +154,21 @@ func TestWorkers(t *testing.T) {
 	if len(list.Workers) != 1 || list.Workers[0].ID != w.ID || list.Workers[0].Concurrency != 10 {
 		t.Fatalf("%+v", list)
 	}
+}
+
+// The running API is a registered reader of the storage format, and
+// GET /v1/storage shows it with the marker. (The marker moving is
+// queue.TestMarkerMovingStopsARegisteredProcess and e2e's
+// TestStorageFormatGate.)
+func TestStorage(t *testing.T) {
+	a := start(t)
+	var st storageView
+	a.do("GET", "/v1/storage", nil).decode(t, http.StatusOK, &st)
+	if st.Format != "1" || st.Writes != queue.WriteFormat || !slices.Equal(st.Reads, queue.ReadFormats()) {
+		t.Fatalf("%+v", st)
+	}
+	if len(st.Readers) != 1 || st.Readers[0].Role != "api" || st.Readers[0].PID != os.Getpid() {
+		t.Fatalf("readers = %+v, want this API", st.Readers)
+	}
+	a.do("GET", "/v1/storage?x=1", nil).wantError(t, http.StatusBadRequest, codeInvalidArgument, "x")
 }

@@ -170,6 +170,11 @@ func (s *Server) routes() []route {
 			Description: "Workers seen within the last three heartbeats.",
 			Status:      http.StatusOK, Response: workerList{}, Errors: []int{400, 503},
 		}},
+		{http.MethodGet, "/v1/storage", s.storage, operation{
+			ID: "storage", Tag: "operations", Summary: "Storage format and its readers",
+			Description: "The storage format the Redis holds (its marker), what this API reads and writes, and the processes registered as readers (APIs, workers, pollers), whose registrations are live. See docs/engine.md, \"Storage format\".",
+			Status:      http.StatusOK, Response: storageView{}, Errors: []int{400, 503},
+		}},
 		{http.MethodGet, "/v1/throughput", s.throughput, operation{
 			ID: "throughput", Tag: "queues", Summary: "Finished attempts per minute",
 			Description: "Per queue, one entry per minute of the window, oldest first, the current (unfinished) minute last; minutes without work are zeros. Counted by the engine in Redis and kept 24 hours, so the dashboard's charts survive a reload. failed counts failed attempts (retried or dead, lease expiries included); dead counts jobs that went dead.",
