@@ -27,3 +27,13 @@ func (m MinuteCount) MarshalJSON() ([]byte, error) {
 		Minute job.Time `json:"minute"`
 	}{plain(m), job.Time(m.Minute)})
 }
+
+// MarshalJSON writes r with its times in job.TimeLayout.
+func (r ReaderInfo) MarshalJSON() ([]byte, error) {
+	type plain ReaderInfo
+	return json.Marshal(struct {
+		plain
+		StartedAt job.Time `json:"started_at"`
+		ExpiresAt job.Time `json:"expires_at"`
+	}{plain(r), job.Time(r.StartedAt), job.Time(r.ExpiresAt)})
+}
