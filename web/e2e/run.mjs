@@ -336,7 +336,10 @@ async function screenshots(browser) {
         if (name === "queues") await page.locator('tr[data-limit="one-sleep"]').waitFor();
         if (name === "job") await page.getByTestId("timeline").locator("li").first().waitFor({ timeout: 20_000 });
         if (name === "schedule-edit") await page.getByTestId("preview").locator("li").nth(4).waitFor();
-        if (name === "workers") await page.locator("tbody tr").nth(1).waitFor();
+        if (name === "workers") {
+          await page.getByRole("table", { name: "Workers" }).locator("tbody tr").nth(1).waitFor();
+          await page.locator('tr[data-reader="poller"]').waitFor(); // the stack's poller, a registered reader
+        }
         if (name === "overview") await page.locator(".chart canvas").first().waitFor();
         await page.screenshot({ path: path.join(shots, `${name}-${theme}.png`) });
       });

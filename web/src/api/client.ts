@@ -2,7 +2,7 @@
 // shape turned into ApiError with a message a person can read.
 
 import type {
-  HistoryBacklog, Job, JobEvent, JobPage, Limit, LimitStatus, QueueStats, Readiness, Schedule, Throughput, Worker,
+  HistoryBacklog, Job, JobEvent, JobPage, Limit, LimitStatus, QueueStats, Readiness, Schedule, Storage, Throughput, Worker,
 } from "./types";
 
 const keyStorage = "sundial.apiKey";
@@ -135,6 +135,7 @@ export const api = {
     request<{ deleted: number }>("DELETE", `/v1/queues/${enc(q)}/dead`, ids ? { ids } : undefined),
 
   workers: () => request<{ workers: Worker[] }>("GET", "/v1/workers"),
+  storage: () => request<Storage>("GET", "/v1/storage"),
   throughput: (window: string) => request<Throughput>("GET", "/v1/throughput" + qs({ window })),
   historyBacklog: () => request<HistoryBacklog>("GET", "/v1/history/backlog"),
   readyz: () => request<Readiness>("GET", "/readyz"),

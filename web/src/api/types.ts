@@ -106,6 +106,29 @@ export interface Worker {
   failed: number;
 }
 
+/** A process registered as a reader of the storage format (GET /v1/storage). */
+export interface Reader {
+  id: string;
+  /** api, worker or poller. */
+  role: string;
+  hostname: string;
+  pid: number;
+  reads: number[];
+  writes: number;
+  started_at: string;
+  expires_at: string;
+}
+
+/** GET /v1/storage: the storage format Redis holds and its live readers. */
+export interface Storage {
+  /** The format marker's value ("1" until a release moves it). */
+  format: string;
+  /** The formats this API's release reads and writes. */
+  reads: number[];
+  writes: number;
+  readers: Reader[];
+}
+
 export interface JobTemplate {
   queue?: string;
   type: string;

@@ -1,4 +1,5 @@
-// Workers: the live worker registry.
+// Workers: the live worker registry, and the processes registered as
+// readers of the storage format (docs/engine.md, "Storage format").
 
 import { useQuery } from "@tanstack/react-query";
 import { Link } from "wouter";
@@ -63,6 +64,66 @@ export function Workers() {
           </table>
         </div>
       )}
+      <StorageFormat />
     </>
+  );
+}
+
+/** StorageFormat shows the format Redis holds and every registered reader. */
+function StorageFormat() {
+  const q = useQuery({ queryKey: ["storage"], queryFn: api.storage, refetchInterval: 10_000 });
+  const st = q.data;
+  const readers = st?.readers ?? [];
+  const unread = st !== undefined && !st.reads.map(String).includes(st.format);
+  return (
+    <section aria-labelledby="storage-head" data-testid="storage">
+      <div className="page-head">
+        <h2 id="storage-head">Storage format</h2>
+        {st ? (
+          <span className="muted">
+            Redis holds format <strong data-testid="storage-format">{st.format}</strong>; this API reads{" "}
+            {st.reads.join(", ")} and writes {st.writes} · {num(readers.length)} registered
+          </span>
+        ) : null}
+      </div>
+      <ErrorBanner error={q.error} />
+      {unread ? (
+        <div className="banner error" role="alert">
+          This API's release does not read format {st.format}: it is stopping. Run a release that reads it.
+        </div>
+      ) : null}
+      {st && readers.length === 0 ? (
+        <Empty>No API, worker or poller is registered as a reader.</Empty>
+      ) : readers.length > 0 ? (
+        <div className="table-wrap">
+          <table className="grid" aria-label="Readers of the storage format">
+            <thead>
+              <tr>
+                <th scope="col">role</th>
+                <th scope="col">host</th>
+                <th scope="col" className="num">pid</th>
+                <th scope="col">reads</th>
+                <th scope="col" className="num">writes</th>
+                <th scope="col">started</th>
+                <th scope="col">id</th>
+              </tr>
+            </thead>
+            <tbody>
+              {readers.map((r) => (
+                <tr key={r.id} data-reader={r.role}>
+                  <th scope="row">{r.role}</th>
+                  <td>{r.hostname}</td>
+                  <td className="num">{r.pid}</td>
+                  <td>{r.reads.join(", ")}</td>
+                  <td className="num">{r.writes}</td>
+                  <td>{ago(r.started_at)}</td>
+                  <td className="mono">{r.id}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      ) : null}
+    </section>
   );
 }

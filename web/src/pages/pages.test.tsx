@@ -1,9 +1,10 @@
 // @vitest-environment jsdom
-import { fireEvent, screen, waitFor } from "@testing-library/react";
+import { fireEvent, screen, waitFor, within } from "@testing-library/react";
 import { describe, expect, it } from "vitest";
 import { buildSpec, Submit, type SubmitForm } from "./Submit";
 import { checkSchedule, ScheduleForm } from "./ScheduleForm";
 import { DeadLetters } from "./DeadLetters";
+import { Workers } from "./Workers";
 import { liveStore } from "../live/store";
 import { mockFetch, renderAt } from "../test/render";
 
@@ -87,5 +88,33 @@ describe("DeadLetters page", () => {
     fireEvent.click(screen.getByRole("button", { name: "Retry", hidden: true }));
     expect(await screen.findByText("Requeued 3 jobs.")).toBeInTheDocument();
     expect(calls.find((c) => c.method === "POST")).toMatchObject({ path: "/v1/queues/mail/dead/retry", body: undefined });
+  });
+});
+
+describe("Workers page", () => {
+  const reader = (role: string) => ({
+    id: `${role}-host-1-ab`, role, hostname: "host", pid: 1, reads: [1], writes: 1,
+    started_at: "2026-11-24T08:00:00.000Z", expires_at: "2026-11-24T08:00:30.000Z",
+  });
+  it("shows the storage format and its readers", async () => {
+    mockFetch({
+      "GET /v1/workers": [200, { workers: [] }],
+      "GET /v1/storage": [200, { format: "1", reads: [1], writes: 1, readers: [reader("api"), reader("worker"), reader("poller")] }],
+    });
+    renderAt(<Workers />, "/workers");
+    const table = await screen.findByRole("table", { name: "Readers of the storage format" });
+    expect(within(table).getAllByRole("row")).toHaveLength(4);
+    expect(within(table).getByRole("rowheader", { name: "poller" })).toBeInTheDocument();
+    expect(screen.getByTestId("storage-format")).toHaveTextContent("1");
+    expect(screen.queryByRole("alert")).toBeNull();
+  });
+  it("says when this API cannot read the format Redis holds", async () => {
+    mockFetch({
+      "GET /v1/workers": [200, { workers: [] }],
+      "GET /v1/storage": [200, { format: "2", reads: [1], writes: 1, readers: [] }],
+    });
+    renderAt(<Workers />, "/workers");
+    expect(await screen.findByRole("alert")).toHaveTextContent("does not read format 2");
+    expect(screen.getByText(/No API, worker or poller is registered/)).toBeInTheDocument();
   });
 });
