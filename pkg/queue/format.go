@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,15 +80,13 @@ func (e *FormatError) Error() string {
 		e.Format, formatList(e.Reads))
 }
 
+// formatList lists formats as "1, 2".
 func formatList(fs []int) string {
-	s := ""
+	s := make([]string, len(fs))
 	for i, f := range fs {
-		if i > 0 {
-			s += ", "
-		}
-		s += strconv.Itoa(f)
+		s[i] = strconv.Itoa(f)
 	}
-	return s
+	return strings.Join(s, ", ")
 }
 
 // ReaderInfo is a process's entry in the registry of readers.
