@@ -248,6 +248,7 @@ func (r *Registration) renew(ctx context.Context) {
 	keys := []string{keyFormat, keyReaders, keyReadersInfo}
 	var firstOnce sync.Once
 	delay := time.Duration(0)
+	failing := false // in a streak of failed attempts: logged once, at its start
 	for {
 		if delay > 0 {
 			t := time.NewTimer(delay)
@@ -264,8 +265,10 @@ func (r *Registration) renew(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case err != nil || len(res) != 2:
-			r.log.Warn("registering as a reader of the storage format failed; retrying", "err", err, "in", retryEvery)
-			delay = retryEvery
+			if !failing {
+				r.log.Warn("registering as a reader of the storage format failed; retrying every second", "err", err)
+			}
+			failing, delay = true, retryEvery
 		case res[0] == int64(0):
 			format, _ := res[1].(string)
 			r.err = &FormatError{Format: format, Reads: r.info.Reads}
@@ -276,7 +279,10 @@ func (r *Registration) renew(ctx context.Context) {
 			return
 		default:
 			r.c.fence.extend(start + readerTTL)
-			delay = renewEvery
+			if failing {
+				r.log.Info("registered as a reader of the storage format again")
+			}
+			failing, delay = false, renewEvery
 		}
 		firstOnce.Do(func() { close(r.first) })
 	}

@@ -1,9 +1,14 @@
 package queue_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -195,16 +200,63 @@ func TestRegisterWaitsForRedis(t *testing.T) {
 	defer queue.SetRegistrationTiming(queue.ReaderTTL, time.Second, 50*time.Millisecond)()
 	srv := queuetest.Start(t)
 	srv.Kill()
-	q := queue.New(srv.Client(), queue.Options{})
+	rdb := srv.Client()
+	tries := &registrations{}
+	rdb.AddHook(tries)
+	q := queue.New(rdb, queue.Options{})
 	ctx := context.Background()
-	rctx, reg := q.Register(ctx, "api", nil)
+	var logs syncBuffer
+	rctx, reg := q.Register(ctx, "api", slog.New(slog.NewTextHandler(&logs, nil)))
 	defer reg.Close()
 	if _, _, err := q.Promote(ctx, "default", 10); !errors.Is(err, queue.ErrNotRegistered) {
 		t.Fatalf("a script call before registering = %v, want ErrNotRegistered", err)
 	}
+	// Attempts every 50 ms fail meanwhile; the streak is logged once.
+	queuetest.Eventually(t, 20*time.Second, "three failed attempts", func() bool { return tries.n.Load() >= 3 })
 	srv.Restart()
 	queuetest.Eventually(t, 10*time.Second, "a submit after Redis came back", func() bool { return submitOne(ctx, q) == nil })
 	if rctx.Err() != nil {
 		t.Fatalf("Redis being down refused the process: %v", context.Cause(rctx))
+	}
+	queuetest.Eventually(t, 10*time.Second, "the recovery logged", func() bool {
+		return strings.Contains(logs.String(), "registered as a reader of the storage format again")
+	})
+	if n := strings.Count(logs.String(), "failed; retrying"); n != 1 {
+		t.Fatalf("the failed attempts were logged %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger written from another goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// registrations counts the registration script's calls a client sends.
+type registrations struct{ n atomic.Int32 }
+
+func (r *registrations) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *registrations) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (r *registrations) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		// FCALL name numkeys key…: the registration's first key is the marker.
+		if a := cmd.Args(); len(a) > 3 && a[3] == formatKey {
+			r.n.Add(1)
+		}
+		return next(ctx, cmd)
 	}
 }
