@@ -15,9 +15,10 @@ import (
 // Redis Cluster with SUNDIAL_REDIS_WAIT_REPLICAS=1, under steady load over
 // six queues, two on each shard. The registry of queues, workers and
 // schedules spans the shards; a dependency on another queue's job is
-// refused with a 400. One shard's master is killed with SIGKILL: the other
-// shards keep serving while its replica takes over, and the old master
-// rejoins as its replica. Then a queue's slot is
+// refused with a 400. One shard's master, the one holding the storage
+// format's registry, is killed with SIGKILL: the other shards keep serving
+// while its replica takes over, the old master rejoins as its replica, and
+// every process is registered again. Then a queue's slot is
 // moved to another shard under load. Every acknowledged job succeeds and no
 // process restarts.
 func TestClusterFailoverAndMigration(t *testing.T) {
@@ -26,6 +27,19 @@ func TestClusterFailoverAndMigration(t *testing.T) {
 	cl := hatest.StartCluster(t)
 	phase("cluster up")
 	shards := cl.QueuesOnShards("hc", 2)
+	// The shard killed below is the one holding the storage format's
+	// registry ({.storage}): every process's renewals fail while it fails
+	// over, well inside a registration's 30 s, and no process may stop
+	// its engine work for that.
+	registry := cl.MasterOf(cl.KeySlot("sundial:{.storage}:readers"))
+	for i, on := range shards {
+		if cl.MasterOf(cl.KeySlot("{"+on[0]+"}")) == registry {
+			shards[0], shards[i] = shards[i], shards[0]
+		}
+	}
+	if cl.MasterOf(cl.KeySlot("{"+shards[0][0]+"}")) != registry {
+		t.Fatal("no shard of the test's queues holds the storage format's registry")
+	}
 	var queues []string
 	for _, on := range shards {
 		queues = append(queues, on...)
@@ -127,6 +141,21 @@ func TestClusterFailoverAndMigration(t *testing.T) {
 	before := len(l.snapshot())
 	hatest.Eventually(t, 30*time.Second, "submits acknowledged on every shard again", func() bool {
 		return len(l.snapshot()) >= before+120
+	})
+
+	// Every process is registered again on the promoted master.
+	hatest.Eventually(t, 30*time.Second, "the API, poller and workers registered as readers after the failover", func() bool {
+		code, b, err := s.Call("GET", "/v1/storage", nil, 10*time.Second)
+		var st struct{ Readers []struct{ Role string } }
+		if err != nil || code != http.StatusOK || json.Unmarshal(b, &st) != nil {
+			return false
+		}
+		var roles []string
+		for _, r := range st.Readers {
+			roles = append(roles, r.Role)
+		}
+		all := strings.Join(roles, ",")
+		return strings.Contains(all, "api") && strings.Contains(all, "poller") && strings.Count(all, "worker") == 2
 	})
 
 	phase("failover done, load acknowledged again")
