@@ -234,6 +234,11 @@ func TestStorageCommand(t *testing.T) {
 	s.cli(t, "", args("storage")).want(t, exitOK, "storage format 1 (this API reads 1, writes 1)", "ROLE", "api")
 	s.cli(t, "", args("storage --json")).want(t, exitOK, `"format": "1"`, `"role": "api"`)
 	s.cli(t, "", args("storage extra")).want(t, exitUsage, "no arguments")
+	old := queue.WorkerInfo{ID: "old-1", Hostname: "elsewhere", PID: 7, Queues: []string{"default"}, ActiveJobs: []string{}, StartedAt: time.Now()}
+	if err := s.q.Heartbeat(context.Background(), old, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	s.cli(t, "", args("storage")).want(t, exitOK, "workers not registered (a release from before the storage format): old-1")
 }
 
 func TestLimitsCommands(t *testing.T) {

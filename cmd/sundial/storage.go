@@ -10,10 +10,11 @@ import (
 
 // storageView is GET /v1/storage's answer.
 type storageView struct {
-	Format  string `json:"format"`
-	Reads   []int  `json:"reads"`
-	Writes  int    `json:"writes"`
-	Readers []struct {
+	Format       string   `json:"format"`
+	Reads        []int    `json:"reads"`
+	Writes       int      `json:"writes"`
+	Unregistered []string `json:"unregistered_workers"`
+	Readers      []struct {
 		ID        string    `json:"id"`
 		Role      string    `json:"role"`
 		Hostname  string    `json:"hostname"`
@@ -56,5 +57,11 @@ func runStorage(ctx context.Context, a *app, args []string) error {
 	for _, r := range st.Readers {
 		row(w, r.Role, r.Hostname, r.PID, formats(r.Reads), r.Writes, showTime(&r.StartedAt), r.ID)
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if len(st.Unregistered) > 0 {
+		fmt.Fprintf(a.env.stdout, "\nworkers not registered (a release from before the storage format): %s\n", strings.Join(st.Unregistered, ", "))
+	}
+	return nil
 }

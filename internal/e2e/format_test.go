@@ -60,7 +60,7 @@ func TestStorageFormatGate(t *testing.T) {
 	q := queue.New(rdb, queue.Options{})
 	procs := start(srv)
 	queuetest.Eventually(t, 30*time.Second, "API, worker and poller registered", func() bool {
-		st, err := q.Storage(ctx)
+		st, err := q.Storage(ctx, time.Minute)
 		if err != nil {
 			return false
 		}

@@ -33,8 +33,9 @@ type workerList struct {
 
 // storageView is GET /v1/storage's answer.
 type storageView struct {
-	Format  string             `json:"format"`
-	Readers []queue.ReaderInfo `json:"readers"`
+	Format       string             `json:"format"`
+	Readers      []queue.ReaderInfo `json:"readers"`
+	Unregistered []string           `json:"unregistered_workers"`
 	// Reads and Writes are this API's release's formats.
 	Reads  []int `json:"reads"`
 	Writes int   `json:"writes"`
@@ -46,12 +47,12 @@ func (s *Server) storage(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	st, err := s.q.Storage(c.Request.Context())
+	st, err := s.q.Storage(c.Request.Context(), s.cfg.WorkerMaxAge)
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, storageView{Format: st.Format, Readers: st.Readers, Reads: queue.ReadFormats(), Writes: queue.WriteFormat})
+	c.JSON(http.StatusOK, storageView{Format: st.Format, Readers: st.Readers, Unregistered: st.Unregistered, Reads: queue.ReadFormats(), Writes: queue.WriteFormat})
 }
 
 // listQueues handles GET /v1/queues.

@@ -170,5 +170,18 @@ func TestStorage(t *testing.T) {
 	if len(st.Readers) != 1 || st.Readers[0].Role != "api" || st.Readers[0].PID != os.Getpid() {
 		t.Fatalf("readers = %+v, want this API", st.Readers)
 	}
+	if st.Unregistered == nil || len(st.Unregistered) != 0 {
+		t.Fatalf("unregistered workers = %#v, want []", st.Unregistered)
+	}
+	// A worker of a release from before the storage format: it heartbeats
+	// but does not register.
+	old := queue.WorkerInfo{ID: "old-1", Hostname: "elsewhere", PID: 7, Queues: []string{"default"}, ActiveJobs: []string{}, StartedAt: time.Now().UTC()}
+	if err := a.q.Heartbeat(context.Background(), old, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	a.do("GET", "/v1/storage", nil).decode(t, http.StatusOK, &st)
+	if !slices.Equal(st.Unregistered, []string{"old-1"}) {
+		t.Fatalf("unregistered workers = %v, want old-1", st.Unregistered)
+	}
 	a.do("GET", "/v1/storage?x=1", nil).wantError(t, http.StatusBadRequest, codeInvalidArgument, "x")
 }

@@ -172,7 +172,7 @@ func (s *Server) routes() []route {
 		}},
 		{http.MethodGet, "/v1/storage", s.storage, operation{
 			ID: "storage", Tag: "operations", Summary: "Storage format and its readers",
-			Description: "The storage format the Redis holds (its marker), what this API reads and writes, and the processes registered as readers (APIs, workers, pollers), whose registrations are live. See docs/engine.md, \"Storage format\".",
+			Description: "The storage format the Redis holds (its marker), what this API reads and writes, and the processes registered as readers (APIs, workers, pollers), whose registrations are live, and the live workers that are not registered (a release from before the storage format). See docs/engine.md, \"Storage format\".",
 			Status:      http.StatusOK, Response: storageView{}, Errors: []int{400, 503},
 		}},
 		{http.MethodGet, "/v1/throughput", s.throughput, operation{

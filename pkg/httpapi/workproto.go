@@ -397,7 +397,7 @@ func (s *Server) seeWorker(c *gin.Context, id string, queues []string, concurren
 		s.seen.first[id] = now
 	}
 	s.seen.mu.Unlock()
-	info := queue.WorkerInfo{ID: id, Hostname: "http:" + c.ClientIP(), Queues: queues, Concurrency: concurrency, ActiveJobs: []string{}, StartedAt: first.UTC()}
+	info := queue.WorkerInfo{ID: id, Hostname: queue.HTTPWorkerHost + c.ClientIP(), Queues: queues, Concurrency: concurrency, ActiveJobs: []string{}, StartedAt: first.UTC()}
 	if err := s.q.Heartbeat(c.Request.Context(), info, s.cfg.WorkerMaxAge); err != nil && !errors.Is(err, c.Request.Context().Err()) {
 		s.log.Debug("registering an HTTP worker failed", "worker_id", id, "err", err)
 	}

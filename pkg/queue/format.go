@@ -56,9 +56,6 @@ var (
 	readerTTL  = ReaderTTL // tests shorten it
 	renewEvery = 5 * time.Second
 	retryEvery = time.Second
-	// firstWait bounds how long Register waits for its first attempt
-	// before it returns; the attempts go on in the background.
-	firstWait = 2 * time.Second
 )
 
 // ErrNotRegistered is the error of an engine call made while the client's
@@ -109,10 +106,45 @@ type StorageInfo struct {
 	// no release ever moved it).
 	Format  string       `json:"format"`
 	Readers []ReaderInfo `json:"readers"`
+	// Unregistered are the ids of live workers (in the worker registry)
+	// with no registration of the same host and pid: processes of a
+	// release from before the storage format, which a new format must
+	// not be written beside. HTTP workers are left out (the API that
+	// serves them is the reader). APIs and pollers of such releases leave
+	// no trace and cannot be listed.
+	Unregistered []string `json:"unregistered_workers"`
 }
 
-// Storage reports the format marker and the live registrations.
-func (c *Client) Storage(ctx context.Context) (*StorageInfo, error) {
+// Storage reports the format marker and the live registrations, and the
+// workers seen within workerMaxAge that are not registered.
+func (c *Client) Storage(ctx context.Context, workerMaxAge time.Duration) (*StorageInfo, error) {
+	st, err := c.readers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := c.Workers(ctx, workerMaxAge)
+	if err != nil {
+		return nil, err
+	}
+	type proc struct {
+		host string
+		pid  int
+	}
+	registered := map[proc]bool{}
+	for _, r := range st.Readers {
+		registered[proc{r.Hostname, r.PID}] = true
+	}
+	st.Unregistered = []string{}
+	for _, w := range ws {
+		if !strings.HasPrefix(w.Hostname, HTTPWorkerHost) && !registered[proc{w.Hostname, w.PID}] {
+			st.Unregistered = append(st.Unregistered, w.ID)
+		}
+	}
+	return st, nil
+}
+
+// readers reads the format marker and the live registrations.
+func (c *Client) readers(ctx context.Context) (*StorageInfo, error) {
 	format, err := c.rdb.HGet(ctx, keyFormat, "format").Result()
 	if err == redis.Nil {
 		format, err = "1", nil
@@ -195,8 +227,9 @@ type Registration struct {
 
 // Register records this process (role: "api", "worker", "poller"…) as a
 // reader of the formats this release reads, and renews the registration
-// until Close. It waits up to a few seconds for the first attempt; Redis
-// being unreachable is no refusal: the attempts go on, and the client's
+// until Close. It returns once the first attempt ended (go-redis' own
+// timeouts bound it), so that a process does not start its work
+// unregistered on a slow machine; Redis being unreachable is no refusal: the attempts go on, and the client's
 // engine calls fail with ErrNotRegistered until one succeeds. When the
 // Redis holds a format this release does not read, now or later, the
 // returned context ends with a *FormatError as its cause
@@ -224,11 +257,8 @@ func (c *Client) Register(ctx context.Context, role string, log *slog.Logger) (c
 	r.fail, r.stop = fail, stop
 	c.fence.regs.Add(1)
 	go r.renew(renewals)
-	wait := time.NewTimer(firstWait)
-	defer wait.Stop()
 	select {
 	case <-r.first:
-	case <-wait.C:
 	case <-ctx.Done():
 	}
 	return out, r

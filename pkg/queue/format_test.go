@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -45,7 +46,7 @@ func TestRegisterRecordsAndRemovesTheReader(t *testing.T) {
 	if rctx.Err() != nil {
 		t.Fatalf("registered context ended: %v", context.Cause(rctx))
 	}
-	st, err := q.Storage(ctx)
+	st, err := q.Storage(ctx, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,14 +68,14 @@ func TestRegisterRecordsAndRemovesTheReader(t *testing.T) {
 	// and the next registration drops it.
 	rdb := srv.Client()
 	rdb.ZAdd(ctx, readersKey, redis.Z{Score: float64(time.Now().Add(-time.Minute).UnixMilli()), Member: "gone"})
-	if st, _ := q.Storage(ctx); len(st.Readers) != 1 {
+	if st, _ := q.Storage(ctx, time.Minute); len(st.Readers) != 1 {
 		t.Fatalf("a lapsed registration is listed: %+v", st.Readers)
 	}
 	_, other := q.Register(ctx, "poller", nil)
 	if n := rdb.ZScore(ctx, readersKey, "gone").Err(); n != redis.Nil {
 		t.Fatalf("the lapsed entry is still in the registry (%v)", n)
 	}
-	if st, _ := q.Storage(ctx); len(st.Readers) != 2 {
+	if st, _ := q.Storage(ctx, time.Minute); len(st.Readers) != 2 {
 		t.Fatalf("readers = %+v, want two", st.Readers)
 	}
 
@@ -93,6 +94,44 @@ func TestRegisterRecordsAndRemovesTheReader(t *testing.T) {
 	// Closed: the client is no longer fenced.
 	if err := submitOne(ctx, q); err != nil {
 		t.Fatalf("submit after Close: %v", err)
+	}
+}
+
+// A worker of a release from before the storage format heartbeats into the
+// worker registry but does not register as a reader: Storage names it. A
+// registered worker process and an HTTP worker are not named.
+func TestStorageNamesUnregisteredWorkers(t *testing.T) {
+	t.Parallel()
+	srv := queuetest.Start(t)
+	q := queue.New(srv.Client(), queue.Options{})
+	ctx := context.Background()
+	host, _ := os.Hostname()
+	beat := func(id, host string, pid int) {
+		t.Helper()
+		w := queue.WorkerInfo{ID: id, Hostname: host, PID: pid, Queues: []string{"default"}, ActiveJobs: []string{}, StartedAt: time.Now()}
+		if err := q.Heartbeat(ctx, w, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	beat("old", "elsewhere", 7)
+	beat("this", host, os.Getpid())
+	beat("http-1", queue.HTTPWorkerHost+"10.0.0.1", 0)
+	unregistered := func() []string {
+		t.Helper()
+		st, err := q.Storage(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(st.Unregistered)
+		return st.Unregistered
+	}
+	if got := unregistered(); !slices.Equal(got, []string{"old", "this"}) {
+		t.Fatalf("unregistered = %v before this process registered, want old and this", got)
+	}
+	_, reg := q.Register(ctx, "worker", nil)
+	defer reg.Close()
+	if got := unregistered(); !slices.Equal(got, []string{"old"}) {
+		t.Fatalf("unregistered = %v, want only the old worker", got)
 	}
 }
 

@@ -9,6 +9,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// HTTPWorkerHost prefixes the hostname of an HTTP worker's entry in the
+// registry (then the client's IP): the API registers those workers for them.
+const HTTPWorkerHost = "http:"
+
 // WorkerInfo is a worker process's entry in the registry, as GET /v1/workers
 // reports it.
 type WorkerInfo struct {

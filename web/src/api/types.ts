@@ -127,6 +127,8 @@ export interface Storage {
   reads: number[];
   writes: number;
   readers: Reader[];
+  /** Live workers without a registration: a release from before the storage format. */
+  unregistered_workers: string[];
 }
 
 export interface JobTemplate {

@@ -92,6 +92,14 @@ function StorageFormat() {
           This API's release does not read format {st.format}: it is stopping. Run a release that reads it.
         </div>
       ) : null}
+      {st && st.unregistered_workers.length > 0 ? (
+        <div className="banner warn" role="status" data-testid="unregistered">
+          {st.unregistered_workers.length === 1 ? "Worker " : "Workers "}
+          <span className="mono">{st.unregistered_workers.join(", ")}</span>{" "}
+          {st.unregistered_workers.length === 1 ? "is" : "are"} not registered: a release from before the storage
+          format. Roll this release out to every process before the next one.
+        </div>
+      ) : null}
       {st && readers.length === 0 ? (
         <Empty>No API, worker or poller is registered as a reader.</Empty>
       ) : readers.length > 0 ? (

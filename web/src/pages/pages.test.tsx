@@ -99,7 +99,7 @@ describe("Workers page", () => {
   it("shows the storage format and its readers", async () => {
     mockFetch({
       "GET /v1/workers": [200, { workers: [] }],
-      "GET /v1/storage": [200, { format: "1", reads: [1], writes: 1, readers: [reader("api"), reader("worker"), reader("poller")] }],
+      "GET /v1/storage": [200, { format: "1", reads: [1], writes: 1, readers: [reader("api"), reader("worker"), reader("poller")], unregistered_workers: [] }],
     });
     renderAt(<Workers />, "/workers");
     const table = await screen.findByRole("table", { name: "Readers of the storage format" });
@@ -107,11 +107,20 @@ describe("Workers page", () => {
     expect(within(table).getByRole("rowheader", { name: "poller" })).toBeInTheDocument();
     expect(screen.getByTestId("storage-format")).toHaveTextContent("1");
     expect(screen.queryByRole("alert")).toBeNull();
+    expect(screen.queryByTestId("unregistered")).toBeNull();
+  });
+  it("names the workers of a release from before the storage format", async () => {
+    mockFetch({
+      "GET /v1/workers": [200, { workers: [] }],
+      "GET /v1/storage": [200, { format: "1", reads: [1], writes: 1, readers: [reader("api")], unregistered_workers: ["old-1", "old-2"] }],
+    });
+    renderAt(<Workers />, "/workers");
+    expect(await screen.findByTestId("unregistered")).toHaveTextContent("Workers old-1, old-2 are not registered");
   });
   it("says when this API cannot read the format Redis holds", async () => {
     mockFetch({
       "GET /v1/workers": [200, { workers: [] }],
-      "GET /v1/storage": [200, { format: "2", reads: [1], writes: 1, readers: [] }],
+      "GET /v1/storage": [200, { format: "2", reads: [1], writes: 1, readers: [], unregistered_workers: [] }],
     });
     renderAt(<Workers />, "/workers");
     expect(await screen.findByRole("alert")).toHaveTextContent("does not read format 2");
