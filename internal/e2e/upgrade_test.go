@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -169,6 +170,12 @@ func TestRollingUpgrade(t *testing.T) {
 			}
 		}
 		return false
+	})
+	// The storage format's registry names the old worker, which heartbeats
+	// but does not register, and not the new one (docs/engine.md).
+	queuetest.Eventually(t, 10*time.Second, "the old worker named as unregistered, the new one not", func() bool {
+		st, err := q.Storage(ctx, time.Minute)
+		return err == nil && slices.Equal(st.Unregistered, []string{"old"})
 	})
 	oldWorker.Kill()
 	worker(binary(t, "worker"), "new2")
