@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/sundialhq/sundial/internal/logbuf"
 	"github.com/sundialhq/sundial/pkg/httpapi"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
@@ -59,39 +58,21 @@ type result struct {
 	stdout, stderr string
 }
 
-// syncBuffer is a bytes.Buffer safe for a concurrent reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // cli runs the CLI in-process against s with args, stdin and extra
 // environment variables as name=value.
 func (s *server) cli(t *testing.T, stdin string, args []string, vars ...string) result {
 	t.Helper()
-	return s.cliCtx(context.Background(), t, stdin, args, &syncBuffer{}, vars...)
+	return s.cliCtx(context.Background(), t, stdin, args, &logbuf.Buffer{}, vars...)
 }
 
-func (s *server) cliCtx(ctx context.Context, t *testing.T, stdin string, args []string, out *syncBuffer, vars ...string) result {
+func (s *server) cliCtx(ctx context.Context, t *testing.T, stdin string, args []string, out *logbuf.Buffer, vars ...string) result {
 	t.Helper()
 	envs := map[string]string{"SUNDIAL_URL": s.url}
 	for _, v := range vars {
 		k, val, _ := strings.Cut(v, "=")
 		envs[k] = val
 	}
-	var errb syncBuffer
+	var errb logbuf.Buffer
 	code := run(ctx, args, &env{stdin: strings.NewReader(stdin), stdout: out, stderr: &errb, getenv: func(k string) string { return envs[k] }})
 	return result{code: code, stdout: out.String(), stderr: errb.String()}
 }
@@ -269,7 +250,7 @@ func TestInfoWatch(t *testing.T) {
 	s := startServer(t)
 	s.cli(t, "", args("schedules put w --every 60 --type x")).want(t, exitOK)
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &logbuf.Buffer{}
 	done := make(chan result, 1)
 	go func() { done <- s.cliCtx(ctx, t, "", args("schedules info -i 100ms"), out) }()
 	queuetest.Eventually(t, 5*time.Second, "two redraws", func() bool { return strings.Count(out.String(), "Ctrl-C") >= 2 })

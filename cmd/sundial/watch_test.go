@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/sundialhq/sundial/internal/logbuf"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 )
@@ -22,7 +23,7 @@ import (
 func TestWatchAndResult(t *testing.T) {
 	s := startServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &logbuf.Buffer{}
 	done := make(chan result, 1)
 	go func() { done <- s.cliCtx(ctx, t, "", args("watch --queue echo"), out) }()
 
@@ -96,7 +97,7 @@ func TestWatchReconnects(t *testing.T) {
 	defer srv.Close()
 	s := &server{url: srv.URL}
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &logbuf.Buffer{}
 	done := make(chan result, 1)
 	go func() { done <- s.cliCtx(ctx, t, "", args("watch"), out) }()
 	queuetest.Eventually(t, 10*time.Second, "events of two connections", func() bool {

@@ -1,42 +1,23 @@
 package history
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/internal/logbuf"
 	"github.com/sundialhq/sundial/pkg/queue"
 )
-
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestMonitorBacklogLagAndWarning measures the backlog with no writer,
 // then with a writer that has read but not acknowledged, and checks the
 // metrics and the rate-limited warning.
 func TestMonitorBacklogLagAndWarning(t *testing.T) {
 	e := newEnv(t)
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	m := NewMonitor(e.q, MonitorConfig{WarnBacklog: 1, WarnEvery: time.Hour, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	b, err := m.Measure(e.ctx)
 	if err != nil || b.Events != 0 || b.Lag != 0 {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sundialhq/sundial/internal/logbuf"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
@@ -31,7 +32,7 @@ type testAPI struct {
 	s      *Server
 	base   string
 	client *http.Client
-	logs   *syncBuffer
+	logs   *logbuf.Buffer
 	stop   func() error // cancels Run and returns its result
 }
 
@@ -57,7 +58,7 @@ func startOn(t testing.TB, srv *queuetest.Server, opts ...option) *testAPI {
 func startListener(t testing.TB, srv *queuetest.Server, ln net.Listener, opts ...option) *testAPI {
 	t.Helper()
 	q := queue.New(srv.Client(), queue.Options{})
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	cfg := Config{
 		Queue:           q,
 		RateLimit:       "0",
@@ -187,24 +188,6 @@ func (a *testAPI) stats(t *testing.T) []queue.QueueStats {
 		t.Fatal(err)
 	}
 	return st
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

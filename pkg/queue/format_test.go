@@ -1,20 +1,19 @@
 package queue_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sundialhq/sundial/internal/logbuf"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
@@ -244,7 +243,7 @@ func TestRegisterWaitsForRedis(t *testing.T) {
 	rdb.AddHook(tries)
 	q := queue.New(rdb, queue.Options{})
 	ctx := context.Background()
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	rctx, reg := q.Register(ctx, "api", slog.New(slog.NewTextHandler(&logs, nil)))
 	defer reg.Close()
 	if _, _, err := q.Promote(ctx, "default", 10); !errors.Is(err, queue.ErrNotRegistered) {
@@ -263,24 +262,6 @@ func TestRegisterWaitsForRedis(t *testing.T) {
 	if n := strings.Count(logs.String(), "failed; retrying"); n != 1 {
 		t.Fatalf("the failed attempts were logged %d times, want once:\n%s", n, logs.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer for a logger written from another goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // registrations counts the registration script's calls a client sends.
