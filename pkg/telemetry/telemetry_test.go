@@ -1,13 +1,12 @@
 package telemetry_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/sundialhq/sundial/internal/logbuf"
 	"github.com/sundialhq/sundial/pkg/telemetry"
 	"github.com/sundialhq/sundial/pkg/telemetry/telemetrytest"
 	"go.opentelemetry.io/otel"
@@ -21,25 +20,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // The tests below set process environment and the otel globals, so none
 // runs in parallel.
 
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func newLog() (*slog.Logger, *logBuffer) {
-	buf := &logBuffer{}
+func newLog() (*slog.Logger, *logbuf.Buffer) {
+	buf := &logbuf.Buffer{}
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
 }
 
