@@ -138,6 +138,9 @@ func TestPruneWaitsForTheHistory(t *testing.T) {
 		_, err := q.Get(ctx, j.ID)
 		return err == queue.ErrNotFound
 	})
+	// The poller counts the prune once its call returns, which can be just
+	// after the job is seen gone.
+	queuetest.Eventually(t, 5*time.Second, "the prune counted", func() bool { return sum(t, p.Collectors()[1]) >= 1 })
 	if n := sum(t, p.Collectors()[1]); n != 1 {
 		t.Fatalf("pruned counted %v, want 1", n)
 	}
