@@ -16,7 +16,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, queuetest.IgnorePoolRedial) }
 
 // server is a real API server over a private Redis.
 type server struct {

@@ -21,7 +21,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, queuetest.IgnorePoolRedial)
 }
 
 // testAPI is a Server running on a loopback port over a private Redis.

@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		runChild() // a scheduler process for the failover test; never returns
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, queuetest.IgnorePoolRedial)
 }
 
 // testClock is a settable clock, safe for concurrent use.

@@ -19,7 +19,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, queuetest.IgnorePoolRedial) }
 
 type env struct {
 	rdb *redis.Client

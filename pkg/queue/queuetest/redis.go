@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -170,3 +172,9 @@ var (
 	nameMu  sync.Mutex
 	nameSeq int
 )
+
+// IgnorePoolRedial is the goleak option for go-redis' background redial:
+// once a dial fails, the client's pool retries every second until the
+// client is closed, so a client closed just after its server died (or was
+// killed by the test) leaves that goroutine for up to a second.
+var IgnorePoolRedial = goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial")
