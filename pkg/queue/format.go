@@ -96,7 +96,8 @@ type ReaderInfo struct {
 	Writes    int       `json:"writes"`
 	StartedAt time.Time `json:"started_at"`
 	// ExpiresAt is when the registration lapses unless renewed (Redis'
-	// clock); not stored in the entry.
+	// clock). Storage fills it in from the registry's score; the JSON
+	// entry a process stores holds the zero time.
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
