@@ -46,6 +46,7 @@ func (e *Env) RedisCheck(ctx context.Context) error { return e.Redis.Ping(ctx).E
 
 // Main loads the configuration (exiting with status 2 and a clear message
 // when it is invalid), logs it with secrets masked, connects to Redis, and
+// starts the profiling endpoint when SUNDIAL_PPROF_ADDR names one, and
 // calls run with a context cancelled by SIGTERM or SIGINT. It exits 1 when
 // run returns an error and 0 otherwise.
 func Main(name string, run func(ctx context.Context, env *Env) error) {
@@ -65,6 +66,12 @@ func Main(name string, run func(ctx context.Context, env *Env) error) {
 	defer rdb.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if cfg.PprofAddr != "off" && cfg.PprofAddr != "" {
+		if err := startPprof(ctx, cfg.PprofAddr, log); err != nil {
+			log.Error("exiting", "err", fmt.Errorf("SUNDIAL_PPROF_ADDR: %w", err))
+			os.Exit(1)
+		}
+	}
 	if err := run(ctx, &Env{Config: cfg, Log: log, Redis: rdb}); err != nil {
 		log.Error("exiting", "err", err)
 		os.Exit(1)

@@ -45,6 +45,7 @@ type Config struct {
 	DeadRetention     time.Duration
 	DeadMax           int
 	MetricsAddr       string
+	PprofAddr         string
 	HeartbeatInterval time.Duration
 	WorkerID          string
 	History           bool
@@ -153,6 +154,15 @@ var Vars = []Var{
 			}
 		}
 		c.MetricsAddr = v
+		return nil
+	}},
+	{"SUNDIAL_PPROF_ADDR", "off", "API, worker and poller: host:port of Go's profiling endpoints (/debug/pprof/: CPU, heap, goroutines, execution trace) on a listener of their own (off = none; port 0 = any free port). No authentication: bind it to loopback or a private network", false, func(c *Config, v string) error {
+		if v != "off" {
+			if _, _, err := net.SplitHostPort(v); err != nil {
+				return fmt.Errorf("must be off or host:port")
+			}
+		}
+		c.PprofAddr = v
 		return nil
 	}},
 	{"SUNDIAL_HEARTBEAT_INTERVAL", "5s", "worker registry heartbeat; a worker missing 3 beats is dropped from the list", false, durVar(100*time.Millisecond, time.Minute, func(c *Config, d time.Duration) { c.HeartbeatInterval = d })},
