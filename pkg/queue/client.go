@@ -89,6 +89,9 @@ type Client struct {
 	scripts *scripts
 	mode    scriptMode
 	fence   fence // see Register
+	// customClock: the caller set Options.Now or LeaseClock, so every
+	// script call carries the caller's clock (see WaitAndClaim).
+	customClock bool
 
 	mu         sync.Mutex
 	keys       map[string]*queueKeys
@@ -100,15 +103,17 @@ type Client struct {
 
 // New returns a Client over rdb.
 func New(rdb redis.UniversalClient, opts Options) *Client {
+	custom := opts.Now != nil || opts.LeaseClock != nil
 	opts.fill()
 	c := &Client{
-		rdb:        rdb,
-		opts:       opts,
-		scripts:    loadScripts(),
-		keys:       map[string]*queueKeys{},
-		known:      map[string]time.Time{},
-		coalescers: map[string]*coalescer{},
-		rng:        rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		customClock: custom,
+		rdb:         rdb,
+		opts:        opts,
+		scripts:     loadScripts(),
+		keys:        map[string]*queueKeys{},
+		known:       map[string]time.Time{},
+		coalescers:  map[string]*coalescer{},
+		rng:         rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 	c.fence.born = time.Now()
 	return c

@@ -202,6 +202,15 @@ func (f *fence) check() error {
 	return ErrNotRegistered
 }
 
+// liveFor reports whether a script may run now and for at least d more
+// (a call that Redis runs only after a blocking command ahead of it ends).
+func (f *fence) liveFor(d time.Duration) bool {
+	if f.refused.Load() != nil {
+		return false
+	}
+	return f.regs.Load() == 0 || time.Since(f.born)+d < time.Duration(f.until.Load())
+}
+
 // extend makes the registration live until at least since(born) = until.
 func (f *fence) extend(until time.Duration) {
 	for {

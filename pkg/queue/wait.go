@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,63 @@ func (c *Client) WaitForWork(ctx context.Context, queues []string, timeout time.
 		return movedIsWake(ctx, cc, ok, err)
 	}
 	return waitSlots(ctx, cc, groups, timeout)
+}
+
+// WaitAndClaim is WaitForWork on one queue followed by Claim, in one round
+// trip where it can: the claim is pipelined behind a BLPOP of the queue's
+// signal list, and Redis runs it the moment the BLPOP ends (a submit's
+// wake-up, or the timeout), so a woken worker does not first hear of the
+// job and then ask for it. Such a claim takes its clock from Redis (TIME),
+// since its caller cannot know when it runs. It makes the two calls
+// instead on a Redis Cluster, with a clock of the caller's
+// (Options.Now, Options.LeaseClock), with EVALSHA scripts, for a timeout
+// under a second (BLPOP counts whole seconds) or not a second inside the
+// client's read timeout, and when the registration (see Register) might
+// lapse before the wait ends.
+//
+// It returns the leases claimed: none when the wait timed out or the queue
+// is paused. The claim runs even when ctx ends during the wait; its leases
+// are returned then too, and the caller owns them (a stopping worker gives
+// them back with Release).
+func (c *Client) WaitAndClaim(ctx context.Context, queue string, n int, workerID string, timeout time.Duration) ([]Lease, error) {
+	if !c.canPipelineWait(timeout) {
+		if _, err := c.WaitForWork(ctx, []string{queue}, timeout); err != nil {
+			return nil, err
+		}
+		return c.Claim(ctx, queue, n, workerID)
+	}
+	k := c.keysFor(queue)
+	argv := c.argv(k, time.Time{}, []any{n, workerID, c.opts.LeaseTTL.Milliseconds(), ""})
+	argv[2] = "" // now: Redis' TIME (lib.lua, begin)
+	pipe := c.rdb.Pipeline()
+	pipe.BLPop(ctx, timeout.Truncate(time.Second), k.key(kSignal))
+	claim := pipe.FCall(ctx, c.scripts.claim.fn, k.all, argv...)
+	_, _ = pipe.Exec(ctx) // a timed-out BLPOP's redis.Nil is no failure; the claim's own error decides
+	res, err := claim.StringSlice()
+	switch {
+	case err == nil:
+		return parseLeases(res, queue, workerID, time.Now()), nil
+	case isNoFunction(err):
+		// The server lacks the library (restarted without persistence) or
+		// functions: the ordinary call loads it, or falls back to EVALSHA.
+		return c.Claim(ctx, queue, n, workerID)
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	}
+	return nil, fmt.Errorf("claim: %w", err)
+}
+
+// canPipelineWait tells whether WaitAndClaim may send its claim behind a
+// BLPOP of timeout (see there).
+func (c *Client) canPipelineWait(timeout time.Duration) bool {
+	rc, ok := c.rdb.(*redis.Client) // one Redis, or Sentinel's failover client
+	if !ok || c.customClock || c.mode.eval.Load() || timeout < time.Second {
+		return false
+	}
+	if rt := rc.Options().ReadTimeout; rt > 0 && timeout+time.Second > rt {
+		return false
+	}
+	return c.fence.liveFor(timeout + time.Second)
 }
 
 // waiter is one slot's BLPOP in a cluster-wide wait.

@@ -261,6 +261,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // signal lists until a submit wakes it.
 func (w *Worker) dispatch(ctx, jobsCtx context.Context, wg *sync.WaitGroup) {
 	errDelay := 10 * time.Millisecond
+	idle := false // the last round waited and claimed nothing
 	for {
 		// Wait for one free slot, then take every other free one.
 		select {
@@ -281,7 +282,20 @@ func (w *Worker) dispatch(ctx, jobsCtx context.Context, wg *sync.WaitGroup) {
 				break take
 			}
 		}
-		claimed, err := w.claim(ctx, jobsCtx, free, wg)
+		var claimed int
+		var err error
+		if !idle {
+			claimed, err = w.claim(ctx, jobsCtx, free, wg)
+		}
+		waited := false
+		if err == nil && claimed == 0 && len(w.names) == 1 && ctx.Err() == nil {
+			// Nothing due: wait, keeping the free slots, and claim in the
+			// same round trip as the wake-up. After a wait that found
+			// nothing, the next round waits at once: its claim just ran.
+			claimed, err = w.waitAndClaim(ctx, jobsCtx, free, wg)
+			waited = true
+		}
+		idle = waited && err == nil && claimed == 0
 		for i := claimed; i < free; i++ {
 			w.slots <- struct{}{}
 		}
@@ -295,7 +309,7 @@ func (w *Worker) dispatch(ctx, jobsCtx context.Context, wg *sync.WaitGroup) {
 			continue
 		}
 		errDelay = 10 * time.Millisecond
-		if claimed == 0 {
+		if claimed == 0 && !waited {
 			if _, err := w.q.WaitForWork(ctx, w.names, w.cfg.IdleWait); err != nil && ctx.Err() == nil {
 				w.log.Warn("wait for work failed", "err", err)
 				sleepCtx(ctx, errDelay)
@@ -332,6 +346,23 @@ func (w *Worker) claim(ctx, jobsCtx context.Context, free int, wg *sync.WaitGrou
 		return claimed, nil
 	}
 	return claimed, firstErr
+}
+
+// waitAndClaim waits for work on the worker's one queue and claims up to
+// free jobs in the same round trip (queue.Client.WaitAndClaim), and starts
+// them. Jobs whose claim ran after the worker began to stop are given back
+// at once instead.
+func (w *Worker) waitAndClaim(ctx, jobsCtx context.Context, free int, wg *sync.WaitGroup) (int, error) {
+	name := w.names[0]
+	leases, err := w.q.WaitAndClaim(ctx, name, free, w.cfg.ID, w.cfg.IdleWait)
+	if len(leases) > 0 && ctx.Err() != nil {
+		w.release(context.WithoutCancel(ctx), map[string][]queue.Lease{name: leases})
+		return 0, nil
+	}
+	for _, l := range leases {
+		w.start(jobsCtx, name, l, wg)
+	}
+	return len(leases), err
 }
 
 // order returns the queues in the order to try them this round.

@@ -12,7 +12,9 @@
 --   KEYS[13] fence (fencing-token counter)
 -- and the same first five ARGV:
 --   ARGV[1] job hash prefix "sundial:job:{q}:"   ARGV[2] queue key prefix "sundial:{q}:"
---   ARGV[3] now, unix ms (the caller's clock: job timestamps, due times)
+--   ARGV[3] now, unix ms (the caller's clock: job timestamps, due times;
+--           '' = Redis' own TIME, for a claim sent behind a blocking wait,
+--           whose caller cannot know when it will run)
 --   ARGV[4] lease clock override, unix ms ('' = Redis' own TIME: lease expiry
 --           never depends on the clocks of different hosts agreeing)
 --   ARGV[5] queue name
@@ -49,6 +51,10 @@ local function begin()
   K_SCHED, K_WAIT, K_LEASES, K_DEAD, K_FIN = KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
   K_EVENTS, K_STATS, K_PAUSED, K_SIGNAL, K_FENCE = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
   JOB, QK, NOW_S, LEASE_CLOCK, QUEUE = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+  if NOW_S == '' then
+    local t = redis.call('TIME')
+    NOW_S = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  end
   NOW = tonumber(NOW_S)
   K_TOMB, K_ACTIVE = QK .. 'tomb', QK .. 'active'
   K_LIMITS, K_LIMUSE, K_LIMSTAT, K_TIMERS = QK .. 'limits', QK .. 'limuse', QK .. 'limstat', QK .. 'timers'
