@@ -72,12 +72,20 @@ func (o *Ops) Serve(ctx context.Context, addr string, log *slog.Logger) error {
 		return err
 	}
 	log.Info("operations endpoint listening", "url", "http://"+ln.Addr().String(), "paths", "/metrics /healthz /readyz")
-	srv := &http.Server{Handler: o.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	return serve(ctx, ln, o.Handler())
+}
+
+// serve serves h on ln until ctx ends, then shuts down: requests in flight
+// get a second to finish, and whatever still streams then is cut off.
+func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
-		_ = srv.Shutdown(sctx)
+		if srv.Shutdown(sctx) != nil {
+			_ = srv.Close()
+		}
 	}()
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err

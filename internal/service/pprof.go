@@ -2,12 +2,10 @@ package service
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"time"
 )
 
 // pprofHandler serves Go's profiling endpoints under /debug/pprof/ on a mux
@@ -32,19 +30,10 @@ func startPprof(ctx context.Context, addr string, log *slog.Logger) error {
 		return err
 	}
 	log.Info("profiling endpoint listening", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
-	// No WriteTimeout: a CPU profile or trace streams for as long as asked
-	// (?seconds=N).
-	srv := &http.Server{Handler: pprofHandler(), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		if srv.Shutdown(sctx) != nil {
-			_ = srv.Close() // a profile still streaming
-		}
-	}()
-	go func() {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		// A CPU profile or trace streams for as long as asked (?seconds=N):
+		// serve sets no write timeout.
+		if err := serve(ctx, ln, pprofHandler()); err != nil {
 			log.Error("profiling endpoint stopped", "err", err)
 		}
 	}()

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -84,13 +85,7 @@ var Vars = []Var{
 		c.MongoDB = v
 		return nil
 	}},
-	{"SUNDIAL_HTTP_ADDR", "127.0.0.1:8080", "API listen address host:port", false, func(c *Config, v string) error {
-		if _, _, err := net.SplitHostPort(v); err != nil {
-			return fmt.Errorf("must be host:port")
-		}
-		c.HTTPAddr = v
-		return nil
-	}},
+	{"SUNDIAL_HTTP_ADDR", "127.0.0.1:8080", "API listen address host:port", false, addrVar(func(c *Config, v string) { c.HTTPAddr = v })},
 	{"SUNDIAL_API_KEYS", "", "comma-separated bearer API keys, each <key> (every scope) or <key>:<scope>+<scope> with scopes submit, work (the HTTP worker protocol) and admin (implies both); every key may read; empty = open API (development only)", true, func(c *Config, v string) error {
 		c.APIKeys = splitList(v)
 		return nil
@@ -147,24 +142,8 @@ var Vars = []Var{
 	}},
 	{"SUNDIAL_DEAD_RETENTION", "2160h", "poller: how long dead jobs stay in Redis (history keeps them in MongoDB)", false, durVar(time.Minute, 10*365*24*time.Hour, func(c *Config, d time.Duration) { c.DeadRetention = d })},
 	{"SUNDIAL_DEAD_MAX", "10000", "poller: the most dead jobs each queue keeps in Redis, oldest deleted first (0 = no count bound)", false, intVar(0, 100_000, func(c *Config, n int) { c.DeadMax = n })},
-	{"SUNDIAL_METRICS_ADDR", "auto", "worker and poller: host:port of their /metrics, /healthz and /readyz (auto = 127.0.0.1:9092 for a worker, 127.0.0.1:9091 for a poller; off = none; port 0 = any free port); the API serves them on SUNDIAL_HTTP_ADDR", false, func(c *Config, v string) error {
-		if v != "auto" && v != "off" {
-			if _, _, err := net.SplitHostPort(v); err != nil {
-				return fmt.Errorf("must be auto, off or host:port")
-			}
-		}
-		c.MetricsAddr = v
-		return nil
-	}},
-	{"SUNDIAL_PPROF_ADDR", "off", "API, worker and poller: host:port of Go's profiling endpoints (/debug/pprof/: CPU, heap, goroutines, execution trace) on a listener of their own (off = none; port 0 = any free port). No authentication: bind it to loopback or a private network", false, func(c *Config, v string) error {
-		if v != "off" {
-			if _, _, err := net.SplitHostPort(v); err != nil {
-				return fmt.Errorf("must be off or host:port")
-			}
-		}
-		c.PprofAddr = v
-		return nil
-	}},
+	{"SUNDIAL_METRICS_ADDR", "auto", "worker and poller: host:port of their /metrics, /healthz and /readyz (auto = 127.0.0.1:9092 for a worker, 127.0.0.1:9091 for a poller; off = none; port 0 = any free port); the API serves them on SUNDIAL_HTTP_ADDR", false, addrVar(func(c *Config, v string) { c.MetricsAddr = v }, "auto", "off")},
+	{"SUNDIAL_PPROF_ADDR", "off", "API, worker and poller: host:port of Go's profiling endpoints (/debug/pprof/: CPU, heap, goroutines, execution trace) on a listener of their own (off = none; port 0 = any free port). No authentication: bind it to loopback or a private network", false, addrVar(func(c *Config, v string) { c.PprofAddr = v }, "off")},
 	{"SUNDIAL_HEARTBEAT_INTERVAL", "5s", "worker registry heartbeat; a worker missing 3 beats is dropped from the list", false, durVar(100*time.Millisecond, time.Minute, func(c *Config, d time.Duration) { c.HeartbeatInterval = d })},
 	{"SUNDIAL_HISTORY", "on", "on: the poller writes every job event to MongoDB and the API answers history queries; off: no MongoDB at all", false, func(c *Config, v string) error {
 		switch v {
@@ -308,6 +287,23 @@ func splitList(v string) []string {
 		}
 	}
 	return out
+}
+
+// addrVar accepts a listen address host:port, or one of words as it is.
+func addrVar(set func(*Config, string), words ...string) func(*Config, string) error {
+	want := "host:port"
+	if len(words) > 0 {
+		want = strings.Join(words, ", ") + " or host:port"
+	}
+	return func(c *Config, v string) error {
+		if !slices.Contains(words, v) {
+			if _, _, err := net.SplitHostPort(v); err != nil {
+				return fmt.Errorf("must be %s", want)
+			}
+		}
+		set(c, v)
+		return nil
+	}
 }
 
 func intVar(lo, hi int, set func(*Config, int)) func(*Config, string) error {

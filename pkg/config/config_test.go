@@ -96,3 +96,34 @@ func TestEveryVariableIsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestAddresses: each listen-address variable takes host:port and its own
+// words, and refuses anything else with a message naming what it takes.
+func TestAddresses(t *testing.T) {
+	for _, tc := range []struct {
+		name, value, errPart string
+		get                  func(*Config) string
+	}{
+		{"SUNDIAL_HTTP_ADDR", "0.0.0.0:9000", "", func(c *Config) string { return c.HTTPAddr }},
+		{"SUNDIAL_HTTP_ADDR", "off", "must be host:port", nil},
+		{"SUNDIAL_METRICS_ADDR", "auto", "", func(c *Config) string { return c.MetricsAddr }},
+		{"SUNDIAL_METRICS_ADDR", "127.0.0.1:0", "", func(c *Config) string { return c.MetricsAddr }},
+		{"SUNDIAL_METRICS_ADDR", "9090", "must be auto, off or host:port", nil},
+		{"SUNDIAL_PPROF_ADDR", "off", "", func(c *Config) string { return c.PprofAddr }},
+		{"SUNDIAL_PPROF_ADDR", "127.0.0.1:6060", "", func(c *Config) string { return c.PprofAddr }},
+		{"SUNDIAL_PPROF_ADDR", "auto", "must be off or host:port", nil},
+	} {
+		c, err := Load(env(map[string]string{tc.name: tc.value}))
+		if tc.errPart != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.name) || !strings.Contains(err.Error(), tc.errPart) {
+				t.Errorf("%s=%s: err %v, want one naming it and saying %q", tc.name, tc.value, err, tc.errPart)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s=%s: %v", tc.name, tc.value, err)
+		} else if got := tc.get(c); got != tc.value {
+			t.Errorf("%s=%s: read as %q", tc.name, tc.value, got)
+		}
+	}
+}

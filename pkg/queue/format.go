@@ -192,23 +192,19 @@ type fence struct {
 }
 
 // check returns why a script may not run now, or nil.
-func (f *fence) check() error {
+func (f *fence) check() error { return f.checkFor(0) }
+
+// checkFor returns why a script may not run now and for at least d more
+// (a call that Redis runs only after a blocking command ahead of it ends),
+// or nil.
+func (f *fence) checkFor(d time.Duration) error {
 	if e := f.refused.Load(); e != nil {
 		return e
 	}
-	if f.regs.Load() == 0 || time.Since(f.born) < time.Duration(f.until.Load()) {
+	if f.regs.Load() == 0 || time.Since(f.born)+d < time.Duration(f.until.Load()) {
 		return nil
 	}
 	return ErrNotRegistered
-}
-
-// liveFor reports whether a script may run now and for at least d more
-// (a call that Redis runs only after a blocking command ahead of it ends).
-func (f *fence) liveFor(d time.Duration) bool {
-	if f.refused.Load() != nil {
-		return false
-	}
-	return f.regs.Load() == 0 || time.Since(f.born)+d < time.Duration(f.until.Load())
 }
 
 // extend makes the registration live until at least since(born) = until.

@@ -94,7 +94,7 @@ func (c *Client) canPipelineWait(timeout time.Duration) bool {
 	if rt := rc.Options().ReadTimeout; rt > 0 && timeout+time.Second > rt {
 		return false
 	}
-	return c.fence.liveFor(timeout + time.Second)
+	return c.fence.checkFor(timeout+time.Second) == nil
 }
 
 // waiter is one slot's BLPOP in a cluster-wide wait.

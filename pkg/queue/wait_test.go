@@ -32,9 +32,10 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
-// blocked reports whether a client of srv is blocked (in a BLPOP).
-func blocked(srv *queuetest.Server) bool {
-	info, _ := srv.Client().Info(context.Background(), "clients").Result()
+// blocked reports whether a client of the Redis rdb talks to is blocked
+// (in a BLPOP).
+func blocked(rdb redis.Cmdable) bool {
+	info, _ := rdb.Info(context.Background(), "clients").Result()
 	for _, line := range strings.Split(info, "\r\n") {
 		if v, ok := strings.CutPrefix(line, "blocked_clients:"); ok {
 			return v != "0"
@@ -104,13 +105,13 @@ func TestWaitAndClaimClaimsInTheWakeUpsRoundTrip(t *testing.T) {
 	// A fresh server has no function library: the pipelined claim fails
 	// and the ordinary one loads the library and claims.
 	res := wait(10 * time.Second)
-	queuetest.Eventually(t, 5*time.Second, "the wait is blocked", func() bool { return blocked(srv) })
+	queuetest.Eventually(t, 5*time.Second, "the wait is blocked", func() bool { return blocked(srv.Client()) })
 	take(res, submit())
 
 	single0, pipes0 := trips.single.Load(), trips.pipelines.Load()
 	res = wait(10 * time.Second)
 	began := time.Now()
-	queuetest.Eventually(t, 5*time.Second, "the wait is blocked", func() bool { return blocked(srv) })
+	queuetest.Eventually(t, 5*time.Second, "the wait is blocked", func() bool { return blocked(srv.Client()) })
 	// The submit comes at least 5 ms after the wait began, so a claim
 	// that took its time from the caller would start before it.
 	queuetest.Eventually(t, time.Second, "5 ms pass", func() bool { return time.Since(began) >= 5*time.Millisecond })
