@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -321,5 +322,57 @@ func TestIdleWorkerWakesOnSubmit(t *testing.T) {
 		if took := done.FinishedAt.Sub(j.CreatedAt); took > 1500*time.Millisecond {
 			t.Fatalf("job %d took %v from submit to finish: the idle worker was not woken", i, took)
 		}
+	}
+}
+
+// TestJobsClaimedAfterTheStopAreGivenBack: an idle worker's claim rides
+// behind its blocking wait (queue.Client.WaitAndClaim), so a job submitted
+// after the worker was told to stop, but before its wait ended, is still
+// claimed by Redis. The worker must give it back, not run it.
+func TestJobsClaimedAfterTheStopAreGivenBack(t *testing.T) {
+	e := newEnv(t)
+	w := newWorker(e, worker.Config{IdleWait: 2 * time.Second}) // a second inside the 3 s read timeout
+	var ran atomic.Int32
+	w.HandleFunc("probe", func(context.Context, *job.Job) (any, error) {
+		ran.Add(1)
+		return nil, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	queuetest.Eventually(t, 10*time.Second, "the idle worker blocked in its wait", func() bool {
+		info, _ := e.rdb.Info(context.Background(), "clients").Result()
+		return strings.Contains(info, "blocked_clients:1")
+	})
+	cancel()
+	j := e.submit(t, job.Spec{Type: "probe"})[0]
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the worker did not stop")
+	}
+	xs, err := e.rdb.XRange(context.Background(), queue.EventStreamKey("default"), "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := false
+	for _, x := range xs {
+		evs, err := queue.ParseEvents("default", x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			started = started || (ev.JobID == j.ID && ev.Event == job.EventStarted)
+		}
+	}
+	if !started {
+		t.Fatal("the job was never claimed: the wait ended before the submit, so this run tests nothing")
+	}
+	got := e.state(t, j.ID)
+	if ran.Load() != 0 || got.State != job.Queued || got.Attempt != 0 {
+		t.Fatalf("handler ran %d times, job %s attempt %d; want it given back unrun (queued, attempt 0)", ran.Load(), got.State, got.Attempt)
 	}
 }
