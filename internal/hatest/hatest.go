@@ -47,7 +47,7 @@ func StartClusterReplicas(t testing.TB, replicas int) *Cluster {
 	for range 3 * (1 + replicas) {
 		c.Nodes = append(c.Nodes, queuetest.StartWith(t,
 			// The bus port on a free port of its own, not port+10000.
-			"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(queuetest.FreePort(t)),
+			"--cluster-enabled", "yes", "--cluster-port", queuetest.FreePortArg,
 			"--cluster-node-timeout", "1000",
 			// The other shards serve while one shard fails over.
 			"--cluster-require-full-coverage", "no",
@@ -201,18 +201,31 @@ func StartSentinel(t testing.TB) *Sentinel {
 	}
 	for range 3 {
 		dir := t.TempDir()
-		p := queuetest.FreePort(t)
-		conf := filepath.Join(dir, "sentinel.conf")
-		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n"+
-			"sentinel monitor %s %s %s 2\n"+
-			"sentinel down-after-milliseconds %s 1000\n"+
-			"sentinel failover-timeout %s 5000\n"+
-			"sentinel parallel-syncs %s 2\n",
-			p, dir, filepath.Join(dir, "sentinel.log"), MasterName, host, port, MasterName, MasterName, MasterName)
-		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
+		// A port found free can be taken before the sentinel binds it:
+		// a sentinel that exits at start tries again on a fresh port.
+		for attempt := 1; ; attempt++ {
+			p := queuetest.FreePort(t)
+			conf := filepath.Join(dir, "sentinel.conf")
+			_ = os.Remove(filepath.Join(dir, "sentinel.log"))
+			text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n"+
+				"sentinel monitor %s %s %s 2\n"+
+				"sentinel down-after-milliseconds %s 1000\n"+
+				"sentinel failover-timeout %s 5000\n"+
+				"sentinel parallel-syncs %s 2\n",
+				p, dir, filepath.Join(dir, "sentinel.log"), MasterName, host, port, MasterName, MasterName, MasterName)
+			if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			sp, err := startProc(t, "127.0.0.1:"+strconv.Itoa(p), "redis-sentinel", conf)
+			if err == nil {
+				s.Sentinels = append(s.Sentinels, sp)
+				break
+			}
+			if attempt == 5 {
+				log, _ := os.ReadFile(filepath.Join(dir, "sentinel.log"))
+				t.Fatalf("%v: %s", err, log)
+			}
 		}
-		s.Sentinels = append(s.Sentinels, startProc(t, "127.0.0.1:"+strconv.Itoa(p), "redis-sentinel", conf))
 	}
 	Eventually(t, 30*time.Second, "sentinels see both replicas", func() bool {
 		for _, sp := range s.Sentinels {
@@ -263,7 +276,7 @@ type Proc struct {
 	once sync.Once
 }
 
-func startProc(t testing.TB, addr, name string, args ...string) *Proc {
+func startProc(t testing.TB, addr, name string, args ...string) (*Proc, error) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -273,11 +286,21 @@ func startProc(t testing.TB, addr, name string, args ...string) *Proc {
 	p := &Proc{Addr: addr, cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	t.Cleanup(p.Kill)
-	Eventually(t, 15*time.Second, name+" answers PING", func() bool {
-		_, err := nodeCmd(addr, "ping")
-		return err == nil
-	})
-	return p
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		select {
+		case <-p.done:
+			return nil, fmt.Errorf("%s on %s exited at start", name, addr)
+		default:
+		}
+		if _, err := nodeCmd(addr, "ping"); err == nil {
+			return p, nil
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s on %s does not answer PING", name, addr)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // Kill stops the process with SIGKILL by its pid and waits for it.

@@ -48,6 +48,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+
+	"github.com/sundialhq/sundial/internal/freeport"
 )
 
 // readyTimeout bounds every wait for a server to come up or go down.
@@ -377,7 +379,7 @@ func (e *environment) startPostgres() error {
 	data := filepath.Join(e.dir, "pg")
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ { // another process may take the free port first
-		port, err := freePort()
+		port, err := freeport.Port()
 		if err != nil {
 			return err
 		}
@@ -453,7 +455,7 @@ func startFerret(e *environment, port int) (*ferret, error) {
 	for attempt := 0; attempt < 3; attempt++ {
 		if !fixed {
 			var err error
-			if port, err = freePort(); err != nil {
+			if port, err = freeport.Port(); err != nil {
 				return nil, err
 			}
 		}
@@ -585,15 +587,6 @@ func tail(path string) string {
 		lines = lines[len(lines)-20:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // removeStaleDirs removes the temporary directories of test binaries that died without

@@ -5,23 +5,24 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/sundialhq/sundial/internal/freeport"
 )
 
 // FreeAddr returns a free loopback host:port for a process to listen on.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Port()
 	if err != nil {
 		t.Fatalf("free address: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return "127.0.0.1:" + strconv.Itoa(p)
 }
 
 // NeedTool returns the path of a program the test needs; it skips the test

@@ -19,6 +19,8 @@
 package main
 
 import (
+	"github.com/sundialhq/sundial/internal/freeport"
+
 	"context"
 	"errors"
 	"flag"
@@ -26,7 +28,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -493,12 +494,10 @@ func numCPU() int {
 // startRedis starts a private redis-server on a free port with AOF every
 // second, and returns its URL, its pid and a function that stops it.
 func startRedis() (string, int, func(), error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Port()
 	if err != nil {
 		return "", 0, nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	dir, err := os.MkdirTemp("", "historybench-redis-")
 	if err != nil {
 		return "", 0, nil, err

@@ -5,12 +5,13 @@ package queuetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,6 +20,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sundialhq/sundial/internal/freeport"
 )
 
 // Server is a redis-server process owned by one test.
@@ -48,11 +51,34 @@ func StartWith(t testing.TB, args ...string) *Server {
 		}
 		t.Skip("redis-server not found on PATH; install redis-server to run this test")
 	}
-	s := &Server{t: t, dir: t.TempDir(), port: FreePort(t), args: args}
-	s.start()
+	s := &Server{t: t, dir: t.TempDir()}
 	t.Cleanup(s.Kill)
-	return s
+	// A port found free can be taken by another process before the server
+	// binds it (the tests of other packages run at the same time), so a
+	// first start that loses that race tries again on fresh ports.
+	for attempt := 1; ; attempt++ {
+		s.port = FreePort(t)
+		s.args = make([]string, len(args))
+		for i, a := range args {
+			if a == FreePortArg {
+				a = strconv.Itoa(FreePort(t))
+			}
+			s.args[i] = a
+		}
+		_ = os.Remove(filepath.Join(s.dir, "redis.log"))
+		log, err := s.launch()
+		if err == nil {
+			return s
+		}
+		if !strings.Contains(log, "Address already in use") || attempt == 5 {
+			t.Fatalf("%v: %s", err, log)
+		}
+	}
 }
+
+// FreePortArg, as an argument to StartWith, stands for a free port of its
+// own (e.g. a cluster bus port), chosen again when a start loses its ports.
+const FreePortArg = "{free-port}"
 
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
@@ -69,6 +95,15 @@ func (s *Server) Client() *redis.Client {
 
 func (s *Server) start() {
 	s.t.Helper()
+	if log, err := s.launch(); err != nil {
+		s.t.Fatalf("%v: %s", err, log)
+	}
+}
+
+// launch starts the process and waits until it answers PING. When it does
+// not, it returns why, with the server's log if it exited.
+func (s *Server) launch() (log string, err error) {
+	s.t.Helper()
 	cmd := exec.Command("redis-server",
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--dir", s.dir, "--appendonly", "yes", "--appendfsync", "everysec",
@@ -78,7 +113,7 @@ func (s *Server) start() {
 	// Pdeathsig: a test binary killed by its timeout takes the server along.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server: %v", err)
+		return "", fmt.Errorf("start redis-server: %w", err)
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
@@ -93,16 +128,19 @@ func (s *Server) start() {
 		err := c.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			return
+			return "", nil
 		}
 		select {
 		case <-done:
-			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-			s.t.Fatalf("redis-server exited at start: %s", log)
+			b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			s.mu.Lock()
+			s.cmd = nil
+			s.mu.Unlock()
+			return string(b), errors.New("redis-server exited at start")
 		default:
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("redis-server on %s not ready: %v", s.Addr(), err)
+			return "", fmt.Errorf("redis-server on %s not ready: %w", s.Addr(), err)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -136,15 +174,14 @@ func (s *Server) Restart() {
 	s.start()
 }
 
-// FreePort asks the kernel for a free loopback TCP port.
+// FreePort returns a free loopback TCP port (freeport.Port).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Port()
 	if err != nil {
 		t.Fatalf("free port: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // Eventually polls cond every few milliseconds until it returns true or
