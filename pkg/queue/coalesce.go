@@ -10,23 +10,33 @@ import (
 // maxCoalesce bounds how many concurrent single submits share one script call.
 const maxCoalesce = 500
 
-// coalescer groups concurrent single-job submits to one queue into one
-// script call ("group commit"): the first caller leads and writes whatever
-// is pending; callers arriving meanwhile wait, and the next of them leads the
-// following call. Under load this turns N round trips into one without
-// delaying a lone caller at all.
+// maxInFlight is how many shared script calls one queue's submits keep in
+// flight at once. With one, Redis idles while the client reads an answer
+// and wakes its callers, and the client idles while Redis runs the call;
+// with two, each side works while the other does. More than two splits the
+// waiting callers into smaller calls that cost Redis more per job
+// (docs/scaling.md, "Single submits").
+const maxInFlight = 2
+
+// coalescer groups concurrent single-job submits to one queue into shared
+// script calls ("group commit"). A caller that finds fewer than
+// maxInFlight calls in flight leads a call at once with whatever is
+// pending, itself included; callers arriving while maxInFlight calls are in
+// flight wait, and a leader that finishes hands the next batch of them to
+// its first caller, who leads that call. A lone caller is never delayed,
+// and under load N round trips become a few.
 type coalescer struct {
-	mu      sync.Mutex
-	busy    bool
-	pending []*submitReq
+	mu       sync.Mutex
+	inflight int
+	pending  []*submitReq
 }
 
 type submitReq struct {
-	job  *job.Job
-	res  Submitted
-	err  error
-	lead bool
-	done chan struct{}
+	job   *job.Job
+	res   Submitted
+	err   error
+	batch []*submitReq // the batch to write, when handed the lead
+	done  chan struct{}
 }
 
 func (c *Client) coalescerFor(queue string) *coalescer {
@@ -40,6 +50,14 @@ func (c *Client) coalescerFor(queue string) *coalescer {
 	return b
 }
 
+// cut takes the next batch off the pending callers; b.mu is held.
+func (b *coalescer) cut() []*submitReq {
+	n := min(len(b.pending), maxCoalesce)
+	batch := b.pending[:n:n]
+	b.pending = b.pending[n:]
+	return batch
+}
+
 // submitOne submits one job without dependencies, sharing a script call
 // with concurrent callers. Such jobs cannot fail validation inside the
 // script, so sharing never makes one caller's job fail for another's.
@@ -48,23 +66,21 @@ func (c *Client) submitOne(ctx context.Context, j *job.Job) (Submitted, error) {
 	r := &submitReq{job: j, done: make(chan struct{}, 1)}
 	b.mu.Lock()
 	b.pending = append(b.pending, r)
-	if b.busy {
+	var batch []*submitReq
+	if b.inflight < maxInFlight {
+		b.inflight++
+		batch = b.cut()
+		b.mu.Unlock()
+	} else {
 		b.mu.Unlock()
 		<-r.done
-		if !r.lead {
-			return r.res, r.err
+		if r.batch == nil {
+			return r.res, r.err // written by another caller's call
 		}
-	} else {
-		b.busy = true
-		b.mu.Unlock()
+		batch = r.batch
 	}
-	// Lead: write what is pending (r included), then hand over.
-	b.mu.Lock()
-	n := min(len(b.pending), maxCoalesce)
-	batch := b.pending[:n:n]
-	b.pending = b.pending[n:]
-	b.mu.Unlock()
-
+	// Lead: write the batch (r is in it), answer its callers, then hand
+	// the call's place to the next pending caller, or give it up.
 	jobs := make([]*job.Job, len(batch))
 	idx := make([]int, len(batch))
 	for i, br := range batch {
@@ -82,13 +98,14 @@ func (c *Client) submitOne(ctx context.Context, j *job.Job) (Submitted, error) {
 		}
 	}
 	b.mu.Lock()
-	if len(b.pending) > 0 {
-		next := b.pending[0]
-		next.lead = true
-		next.done <- struct{}{}
-	} else {
-		b.busy = false
+	if len(b.pending) == 0 {
+		b.inflight--
+		b.mu.Unlock()
+		return r.res, r.err
 	}
+	next := b.cut()
 	b.mu.Unlock()
+	next[0].batch = next
+	next[0].done <- struct{}{}
 	return r.res, r.err
 }
