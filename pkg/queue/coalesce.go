@@ -15,16 +15,17 @@ const maxCoalesce = 500
 // and wakes its callers, and the client idles while Redis runs the call;
 // with two, each side works while the other does. More than two splits the
 // waiting callers into smaller calls that cost Redis more per job
-// (docs/scaling.md, "Single submits").
+// (docs/scaling.md, "Single submits: two calls in flight").
 const maxInFlight = 2
 
 // coalescer groups concurrent single-job submits to one queue into shared
 // script calls ("group commit"). A caller that finds fewer than
-// maxInFlight calls in flight leads a call at once with whatever is
-// pending, itself included; callers arriving while maxInFlight calls are in
-// flight wait, and a leader that finishes hands the next batch of them to
-// its first caller, who leads that call. A lone caller is never delayed,
-// and under load N round trips become a few.
+// maxInFlight calls in flight leads a call of its own job at once; callers
+// arriving while maxInFlight calls are in flight wait, and a leader that
+// finishes hands the next batch of them to its first caller, who leads
+// that call. Callers wait only while maxInFlight calls are in flight, so a
+// caller that leads at once finds none waiting; a lone caller is never
+// delayed, and under load N round trips become a few.
 type coalescer struct {
 	mu       sync.Mutex
 	inflight int
