@@ -5,6 +5,7 @@ import { useEffect, useRef } from "react";
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import { useTheme } from "../lib/theme";
+import { isolatedPoints } from "../lib/series";
 
 export interface Series {
   label: string;
@@ -62,7 +63,7 @@ export function Chart({ title, x, series, unit = "", height = 200, yMax }: Props
         {},
         ...series.map((s) => {
           const c = cssVar(s.color);
-          return { label: s.label, stroke: c, width: 2, fill: s.fill ? c + "22" : undefined, points: { show: false }, value: (_u: uPlot, v: number | null) => (v == null ? "–" : `${Math.round(v * 10) / 10}${unit}`) };
+          return { label: s.label, stroke: c, width: 2, fill: s.fill ? c + "22" : undefined, points: { show: true, size: 7, fill: c, filter: (u: uPlot, si: number) => isolatedPoints(u.data[si] as (number | null)[]) }, value: (_u: uPlot, v: number | null) => (v == null ? "–" : `${Math.round(v * 10) / 10}${unit}`) };
         }),
       ],
     };

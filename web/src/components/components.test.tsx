@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { ConnectionIndicator, PauseButton } from "./ConnectionIndicator";
 import { Confirm, ErrorBanner } from "./ui";
 import { rowState } from "./JobTable";
+import { isolatedPoints } from "../lib/series";
 import { liveStore } from "../live/store";
 import { emptyLive } from "../live/reduce";
 import { ApiError } from "../api/client";
@@ -92,5 +93,15 @@ describe("rowState", () => {
     d.jobs.set("j", { id: "", job_id: "j", queue: "q", type: "t", event: "succeeded", state: "succeeded", at: "2026-11-23T10:00:01.000Z", attempt: 1, error: "", worker_id: "" });
     expect(rowState(job, d)).toBe("succeeded");
     expect(rowState({ ...job, state: "dead", finished_at: "2026-11-23T10:00:05.000Z" }, d)).toBe("dead");
+  });
+});
+
+describe("isolatedPoints", () => {
+  it("marks values no line can reach: present, with no present neighbour", () => {
+    expect(isolatedPoints([null, null, 4, null])).toEqual([2]);
+    expect(isolatedPoints([5, null, 1, 2, null, 3])).toEqual([0, 5]);
+    expect(isolatedPoints([0, 0, 0])).toEqual([]);
+    expect(isolatedPoints([null, null])).toEqual([]);
+    expect(isolatedPoints([7])).toEqual([0]);
   });
 });
