@@ -12,8 +12,17 @@ import (
 // wakeups lets long-polling claims (the HTTP worker protocol) sleep until
 // a submit signals one of their queues, with no polling: per queue with
 // waiters, one goroutine blocks on the queue's signal list — the same
-// wake-up Go workers use — and notifies every waiter of that queue. Two
-// hundred idle HTTP workers on a queue cost one blocked Redis connection.
+// wake-up Go workers use — and wakes waiters of that queue. Two hundred
+// idle HTTP workers on a queue cost one blocked Redis connection.
+//
+// A signal stands for one ready job, so it wakes one waiter, not all of
+// them: every woken waiter makes a claim, and two hundred claims for one
+// job cost Redis two hundred script calls. A waiter that leaves holding a
+// wake-up it did not act on, or whose last claim was full (more jobs may
+// be ready), passes one on (see subscribe). While any waiter of a queue
+// takes only some job types, a signal wakes every waiter of that queue:
+// a waiter of the wrong types would spend it. Waiters also claim at least
+// every registryBeat, which bounds what a lost wake-up could cost.
 type wakeups struct {
 	q   *queue.Client
 	log *slog.Logger
@@ -26,8 +35,22 @@ type wakeups struct {
 
 // room is the waiters of one queue.
 type room struct {
-	subs     map[chan struct{}]struct{}
+	subs     map[chan struct{}]bool // waiter → it takes only some job types
+	typed    int                    // waiters that take only some job types
 	watching bool
+}
+
+// wakeOne hands a wake-up to one waiter of r that holds none yet (map
+// order spreads them); false when every waiter holds one.
+func (r *room) wakeOne() bool {
+	for ch := range r.subs {
+		select {
+		case ch <- struct{}{}:
+			return true
+		default:
+		}
+	}
+	return false
 }
 
 func newWakeups(q *queue.Client, log *slog.Logger) *wakeups {
@@ -53,32 +76,56 @@ func (w *wakeups) close() {
 	}
 }
 
-// subscribe registers a waiter on queues. Register before claiming: a
-// signal that arrives between an empty claim and the wait is then not
-// missed. The channel receives a value when one of the queues may have a
-// job; cancel must be called when done.
-func (w *wakeups) subscribe(queues []string) (ch chan struct{}, cancel func()) {
+// subscribe registers a waiter on queues; typed says it takes only some
+// job types. Register before claiming: a signal that arrives between an
+// empty claim and the wait is then not missed. The channel receives a
+// value when one of the queues may have a job. leave must be called when
+// done, with more set when the waiter's last claim was full: then, or when
+// the waiter holds a wake-up it did not act on, one is passed on to
+// another waiter of each of its queues.
+func (w *wakeups) subscribe(queues []string, typed bool) (ch chan struct{}, leave func(more bool)) {
 	ch = make(chan struct{}, 1)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, q := range queues {
 		r := w.rooms[q]
 		if r == nil {
-			r = &room{subs: map[chan struct{}]struct{}{}}
+			r = &room{subs: map[chan struct{}]bool{}}
 			w.rooms[q] = r
 		}
-		r.subs[ch] = struct{}{}
+		if _, ok := r.subs[ch]; ok {
+			continue // a queue named twice
+		}
+		r.subs[ch] = typed
+		if typed {
+			r.typed++
+		}
 		if !r.watching && w.ctx != nil {
 			r.watching = true
 			go w.watch(w.ctx, q)
 		}
 	}
-	return ch, func() {
+	return ch, func(more bool) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
+		select {
+		case <-ch:
+			more = true // a wake-up it did not act on
+		default:
+		}
 		for _, q := range queues {
-			if r := w.rooms[q]; r != nil {
+			r := w.rooms[q]
+			if r == nil {
+				continue
+			}
+			if typed, ok := r.subs[ch]; ok {
 				delete(r.subs, ch)
+				if typed {
+					r.typed--
+				}
+			}
+			if more {
+				r.wakeOne()
 			}
 		}
 	}
@@ -113,15 +160,23 @@ func (w *wakeups) watch(ctx context.Context, name string) {
 	}
 }
 
+// notify passes on one signal of queue name: to one waiter, or to every
+// waiter while one of them takes only some job types.
 func (w *wakeups) notify(name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if r := w.rooms[name]; r != nil {
-		for ch := range r.subs {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
+	r := w.rooms[name]
+	if r == nil {
+		return
+	}
+	if r.typed == 0 {
+		r.wakeOne()
+		return
+	}
+	for ch := range r.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
 		}
 	}
 }

@@ -143,14 +143,14 @@ func (s *Server) claim(c *gin.Context, queues []string) {
 	ctx := c.Request.Context()
 	s.seeWorker(c, req.WorkerID, queues, req.Max)
 	deadline := time.Now().Add(time.Duration(req.WaitSeconds * float64(time.Second)))
-	var wake chan struct{}
-	if req.WaitSeconds > 0 {
-		var cancel func()
-		wake, cancel = s.wake.subscribe(queues)
-		defer cancel()
-	}
 	ttl := s.q.Options().LeaseTTL
 	out := claimResult{Jobs: []claimedJob{}}
+	var wake chan struct{}
+	if req.WaitSeconds > 0 {
+		var leave func(more bool)
+		wake, leave = s.wake.subscribe(queues, len(req.Types) > 0)
+		defer func() { leave(len(out.Jobs) == req.Max) }()
+	}
 	for {
 		for _, q := range queues {
 			if len(out.Jobs) == req.Max {
