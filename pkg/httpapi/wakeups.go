@@ -19,7 +19,8 @@ import (
 // them: every woken waiter makes a claim, and two hundred claims for one
 // job cost Redis two hundred script calls. A waiter that leaves holding a
 // wake-up it did not act on, or whose last claim was full (more jobs may
-// be ready), passes one on (see subscribe). While any waiter of a queue
+// be ready, when it claims more than one at a time), passes one on (see
+// subscribe). While any waiter of a queue
 // takes only some job types, a signal wakes every waiter of that queue:
 // a waiter of the wrong types would spend it. Waiters also claim at least
 // every registryBeat, which bounds what a lost wake-up could cost.

@@ -149,7 +149,10 @@ func (s *Server) claim(c *gin.Context, queues []string) {
 	if req.WaitSeconds > 0 {
 		var leave func(more bool)
 		wake, leave = s.wake.subscribe(queues, len(req.Types) > 0)
-		defer func() { leave(len(out.Jobs) == req.Max) }()
+		// A full claim of more than one job says more may be ready; with
+		// max 1 every claim that got a job is full and says nothing, and
+		// each ready job has a signal of its own.
+		defer func() { leave(req.Max > 1 && len(out.Jobs) == req.Max) }()
 	}
 	for {
 		for _, q := range queues {
