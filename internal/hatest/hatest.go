@@ -201,31 +201,28 @@ func StartSentinel(t testing.TB) *Sentinel {
 	}
 	for range 3 {
 		dir := t.TempDir()
-		// A port found free can be taken before the sentinel binds it:
-		// a sentinel that exits at start tries again on a fresh port.
-		for attempt := 1; ; attempt++ {
+		log := filepath.Join(dir, "sentinel.log")
+		queuetest.StartOnFreePorts(t, func() (string, error) {
 			p := queuetest.FreePort(t)
-			conf := filepath.Join(dir, "sentinel.conf")
-			_ = os.Remove(filepath.Join(dir, "sentinel.log"))
+			_ = os.Remove(log)
 			text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n"+
 				"sentinel monitor %s %s %s 2\n"+
 				"sentinel down-after-milliseconds %s 1000\n"+
 				"sentinel failover-timeout %s 5000\n"+
 				"sentinel parallel-syncs %s 2\n",
-				p, dir, filepath.Join(dir, "sentinel.log"), MasterName, host, port, MasterName, MasterName, MasterName)
+				p, dir, log, MasterName, host, port, MasterName, MasterName, MasterName)
+			conf := filepath.Join(dir, "sentinel.conf")
 			if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			sp, err := startProc(t, "127.0.0.1:"+strconv.Itoa(p), "redis-sentinel", conf)
-			if err == nil {
-				s.Sentinels = append(s.Sentinels, sp)
-				break
+			if err != nil {
+				b, _ := os.ReadFile(log)
+				return string(b), err
 			}
-			if attempt == 5 {
-				log, _ := os.ReadFile(filepath.Join(dir, "sentinel.log"))
-				t.Fatalf("%v: %s", err, log)
-			}
-		}
+			s.Sentinels = append(s.Sentinels, sp)
+			return "", nil
+		})
 	}
 	Eventually(t, 30*time.Second, "sentinels see both replicas", func() bool {
 		for _, sp := range s.Sentinels {
@@ -276,6 +273,8 @@ type Proc struct {
 	once sync.Once
 }
 
+// startProc starts a server process that answers PING on addr, killed
+// when t ends; an error when it exits before answering.
 func startProc(t testing.TB, addr, name string, args ...string) (*Proc, error) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
@@ -286,21 +285,10 @@ func startProc(t testing.TB, addr, name string, args ...string) (*Proc, error) {
 	p := &Proc{Addr: addr, cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	t.Cleanup(p.Kill)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		select {
-		case <-p.done:
-			return nil, fmt.Errorf("%s on %s exited at start", name, addr)
-		default:
-		}
-		if _, err := nodeCmd(addr, "ping"); err == nil {
-			return p, nil
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s on %s does not answer PING", name, addr)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := queuetest.AwaitPing(addr, p.done); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	return p, nil
 }
 
 // Kill stops the process with SIGKILL by its pid and waits for it.

@@ -53,10 +53,7 @@ func StartWith(t testing.TB, args ...string) *Server {
 	}
 	s := &Server{t: t, dir: t.TempDir()}
 	t.Cleanup(s.Kill)
-	// A port found free can be taken by another process before the server
-	// binds it (the tests of other packages run at the same time), so a
-	// first start that loses that race tries again on fresh ports.
-	for attempt := 1; ; attempt++ {
+	StartOnFreePorts(t, func() (string, error) {
 		s.port = FreePort(t)
 		s.args = make([]string, len(args))
 		for i, a := range args {
@@ -66,13 +63,57 @@ func StartWith(t testing.TB, args ...string) *Server {
 			s.args[i] = a
 		}
 		_ = os.Remove(filepath.Join(s.dir, "redis.log"))
-		log, err := s.launch()
+		return s.launch()
+	})
+	return s
+}
+
+// StartOnFreePorts calls start, which chooses its ports afresh on each
+// call, until it succeeds. A port found free can be taken by another
+// process before the server binds it (the tests of other packages run at
+// the same time), so a start whose log says "Address already in use" is
+// tried again, up to 5 times in all; any other failure fails t with the
+// log.
+func StartOnFreePorts(t testing.TB, start func() (log string, err error)) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		log, err := start()
 		if err == nil {
-			return s
+			return
 		}
 		if !strings.Contains(log, "Address already in use") || attempt == 5 {
 			t.Fatalf("%v: %s", err, log)
 		}
+	}
+}
+
+// ErrExited: the server process ended before it answered PING.
+var ErrExited = errors.New("exited at start")
+
+// AwaitPing waits until the server on addr answers PING. It returns
+// ErrExited as soon as exited is closed (the process ended), and an error
+// when 15 s pass without an answer.
+func AwaitPing(addr string, exited <-chan struct{}) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1,
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return ErrExited
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready: %w", addr, err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -120,30 +161,15 @@ func (s *Server) launch() (log string, err error) {
 	s.mu.Lock()
 	s.cmd, s.done = cmd, done
 	s.mu.Unlock()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	defer c.Close()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return "", nil
-		}
-		select {
-		case <-done:
-			b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-			s.mu.Lock()
-			s.cmd = nil
-			s.mu.Unlock()
-			return string(b), errors.New("redis-server exited at start")
-		default:
-		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("redis-server on %s not ready: %w", s.Addr(), err)
-		}
-		time.Sleep(5 * time.Millisecond)
+	err = AwaitPing(s.Addr(), done)
+	if errors.Is(err, ErrExited) {
+		b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+		s.mu.Lock()
+		s.cmd = nil
+		s.mu.Unlock()
+		return string(b), fmt.Errorf("redis-server %w", err)
 	}
+	return "", err
 }
 
 // Kill stops the server with SIGKILL (as a crash would) and waits for it.
