@@ -212,7 +212,7 @@ func TestJobsQueuesDead(t *testing.T) {
 // job the limit holds back.
 func TestStorageCommand(t *testing.T) {
 	s := startServer(t)
-	s.cli(t, "", args("storage")).want(t, exitOK, "storage format 1 (this API reads 1, writes 1)", "ROLE", "api")
+	s.cli(t, "", args("storage")).want(t, exitOK, "storage format 2 (this API reads 1, 2, writes 2)", "ROLE", "api")
 	s.cli(t, "", args("storage --json")).want(t, exitOK, `"format": "1"`, `"role": "api"`)
 	s.cli(t, "", args("storage extra")).want(t, exitUsage, "no arguments")
 	old := queue.WorkerInfo{ID: "old-1", Hostname: "elsewhere", PID: 7, Queues: []string{"default"}, ActiveJobs: []string{}, StartedAt: time.Now()}

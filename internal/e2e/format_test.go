@@ -48,8 +48,8 @@ func TestStorageFormatGate(t *testing.T) {
 
 	// At start.
 	srv := queuetest.Start(t)
-	srv.Client().HSet(ctx, "sundial:{.storage}:format", "format", "2")
-	refused(start(srv), "2")
+	srv.Client().HSet(ctx, "sundial:{.storage}:format", "format", "3")
+	refused(start(srv), "3")
 	if n := srv.Client().ZCard(ctx, "sundial:{.storage}:readers").Val(); n != 0 {
 		t.Fatalf("%d refused processes are registered", n)
 	}

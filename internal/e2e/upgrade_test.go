@@ -26,7 +26,7 @@ import (
 // the engine's code. Move it to the newest landing whenever the scripts, or
 // what the engine writes to Redis, change, so that every change is checked
 // against the release it replaces.
-const previousRelease = "0f498cf2a9b5df50885228270e4a3a54d1e8b1d3"
+const previousRelease = "275ff1745ac4a386716ef66c3ef1816e539aa925"
 
 // oldServices builds the api, worker and poller of commit, taken from this
 // repository's history, and returns the directory holding them. Without
@@ -82,7 +82,7 @@ func TestRollingUpgrade(t *testing.T) {
 	}
 
 	oldAddr, newAddr := proctest.FreeAddr(t), proctest.FreeAddr(t)
-	startProc(t, filepath.Join(old, "api"), append(env, "SUNDIAL_HTTP_ADDR="+oldAddr)...)
+	oldAPI := startProc(t, filepath.Join(old, "api"), append(env, "SUNDIAL_HTTP_ADDR="+oldAddr)...)
 	startProc(t, binary(t, "api"), append(env, "SUNDIAL_HTTP_ADDR="+newAddr)...)
 	oldPoller := startProc(t, filepath.Join(old, "poller"), env...)
 	startProc(t, binary(t, "poller"), env...)
@@ -171,11 +171,14 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		return false
 	})
-	// The storage format's registry names the old worker, which heartbeats
-	// but does not register, and not the new one (docs/engine.md).
-	queuetest.Eventually(t, 10*time.Second, "the old worker named as unregistered, the new one not", func() bool {
+	// The old release registers as a reader of format 1 only, which keeps
+	// the gate to format 2 shut: the marker stays at 1 and the new
+	// processes write format 1 (docs/engine.md, "Storage format").
+	queuetest.Eventually(t, 10*time.Second, "the old release registered, reading format 1 only", func() bool {
 		st, err := q.Storage(ctx, time.Minute)
-		return err == nil && slices.Equal(st.Unregistered, []string{"old"})
+		return err == nil && st.Format == "1" && len(st.Unregistered) == 0 && slices.ContainsFunc(st.Readers, func(r queue.ReaderInfo) bool {
+			return r.Role == "worker" && slices.Equal(r.Reads, []int{1})
+		})
 	})
 	oldWorker.Kill()
 	worker(binary(t, "worker"), "new2")
@@ -208,6 +211,58 @@ func TestRollingUpgrade(t *testing.T) {
 		t.Fatalf("the releases did not share the work: %v", ranOn)
 	}
 	t.Logf("%d jobs, finished by worker: %v, leases expired: %d", len(want), ranOn, countEvents(t, counts, "lease_expired"))
+	if st, err := q.Storage(ctx, time.Minute); err != nil || st.Format != "1" {
+		t.Fatalf("storage = %+v, %v; the marker moved while the old release ran", st, err)
+	}
+
+	// The rollout ends: the old API stops; the old worker's registration
+	// (killed, so never removed) lapses. The new processes then move the
+	// marker to 2 and write it one registration lifetime later; the old
+	// release is refused from then on.
+	oldAPI.Signal(syscall.SIGTERM, 10*time.Second)
+	queuetest.Eventually(t, 90*time.Second, "the marker to move to format 2", func() bool {
+		st, err := q.Storage(ctx, time.Minute)
+		return err == nil && st.Format == "2"
+	})
+	queuetest.Eventually(t, 90*time.Second, "every process to write format 2", func() bool {
+		st, err := q.Storage(ctx, time.Minute)
+		if err != nil || len(st.Readers) == 0 {
+			return false
+		}
+		for _, r := range st.Readers {
+			if r.Writes != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	after := make([]job.Spec, 40)
+	for i := range after {
+		after[i] = sleep
+	}
+	late := submit(t, q, after)
+	queuetest.Eventually(t, 30*time.Second, "a job running under a format-2 claim", func() bool {
+		recs, _ := rdb.HVals(ctx, queue.QueueKey("default", "active")).Result()
+		return slices.ContainsFunc(recs, func(r string) bool { return strings.Count(r, " ") == 5 })
+	})
+	for _, j := range late {
+		want[j.ID] = job.Succeeded
+	}
+	waitAllFinal(t, q, len(want), 60*time.Second)
+	for _, j := range late {
+		if got, err := q.Get(ctx, j.ID); err != nil || got.State != job.Succeeded || got.Attempt != 1 || got.StartedAt == nil || got.WorkerID == "" {
+			t.Fatalf("job %s after the switch: %+v, %v", j.ID, got, err)
+		}
+	}
+	again := startProc(t, filepath.Join(old, "worker"), append(env, "SUNDIAL_WORKER_ID=old-again")...)
+	select {
+	case <-again.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the old worker runs against storage format 2")
+	}
+	if code := again.ExitCode(); code != 1 || !strings.Contains(again.Output(), "storage format 2") {
+		t.Fatalf("the old worker exited %d; want 1, saying the format (output:\n%s)", code, again.Output())
+	}
 }
 
 // countEvents sums one event type over every job of counts.

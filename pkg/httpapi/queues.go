@@ -52,7 +52,7 @@ func (s *Server) storage(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, storageView{Format: st.Format, Readers: st.Readers, Unregistered: st.Unregistered, Reads: queue.ReadFormats(), Writes: queue.WriteFormat})
+	c.JSON(http.StatusOK, storageView{Format: st.Format, Readers: st.Readers, Unregistered: st.Unregistered, Reads: queue.ReadFormats(), Writes: s.q.Writing()})
 }
 
 // listQueues handles GET /v1/queues.

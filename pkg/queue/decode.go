@@ -73,6 +73,21 @@ func DecodeJob(h map[string]string) *job.Job {
 	return j
 }
 
+// overlayActive puts what a job's active record (the queue's "active"
+// hash, see parse_active in lua/lib.lua) says of its running attempt over
+// the fields of its hash: a claim in storage format 2 writes the attempt,
+// worker and start in the record only, and leaves the hash as it was.
+func overlayActive(h map[string]string, rec string) {
+	f := strings.SplitN(rec, " ", 6)
+	if len(f) < 3 || h["id"] == "" {
+		return
+	}
+	h["state"] = string(job.Active)
+	if len(f) == 6 { // format 2: token attempt type slots started worker
+		h["attempt"], h["started_at"], h["worker_id"] = f[1], f[4], f[5]
+	}
+}
+
 // ParseEvents decodes an entry of a queue's event stream (EventStreamKey)
 // into its events. A plain entry holds one event (job_id, type, attempt);
 // a batch entry holds the events of several jobs that share event, state,

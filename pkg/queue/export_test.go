@@ -10,3 +10,7 @@ func SetRegistrationTiming(ttl, renew, retry time.Duration) (restore func()) {
 	readerTTL, renewEvery, retryEvery = ttl, renew, retry
 	return func() { readerTTL, renewEvery, retryEvery = oldTTL, oldRenew, oldRetry }
 }
+
+// SetWriteFormat makes c's claims write storage format f (1 or 2), as a
+// registration does once the gate opened.
+func SetWriteFormat(c *Client, f int) { c.fence.writes.Store(int32(f)) }

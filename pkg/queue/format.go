@@ -36,15 +36,28 @@ import (
 // which makes a switch that waits ReaderTTL after moving the marker safe
 // against processes whose registration Redis lost (a restart without
 // persistence, a failover).
+//
+// Format 2 (this release's) keeps a running attempt's token, number, worker
+// and start in the queue's active record only: a claim writes nothing on
+// the job hash. A process writes it only once the gate opened: the marker
+// moved to 2 (switchFormat, tried by every registered process while no
+// live reader lacks format 2 and no worker of a release from before the
+// registry is alive) and the marker's writable_at has passed, ReaderTTL
+// after the move, so that every process of an older release has either
+// renewed and been refused, or stopped running scripts by its own clock.
+// On a Redis that never held a job nor a reader lacking format 2 (a new
+// deployment) the format is writable at once. Until then, and on a client
+// that never registered, claims write format 1.
 const (
-	// WriteFormat is the storage format this release writes.
-	WriteFormat = 1
+	// WriteFormat is the newest storage format this release writes; it
+	// writes it once the gate opened, format 1 before.
+	WriteFormat = 2
 	// ReaderTTL is how long a registration lasts unrenewed.
 	ReaderTTL = 30 * time.Second
 )
 
 // readFormats are the storage formats this release reads.
-var readFormats = []int{1}
+var readFormats = []int{1, 2}
 
 // ReadFormats returns the storage formats this release reads.
 func ReadFormats() []int { return slices.Clone(readFormats) }
@@ -189,6 +202,27 @@ type fence struct {
 	regs    atomic.Int32 // open registrations
 	until   atomic.Int64 // live until born+until (ns)
 	refused atomic.Pointer[FormatError]
+	// writes is the storage format the client's claims write: 2 once a
+	// renewal found format 2 writable, 1 otherwise (and on a client that
+	// never registered).
+	writes atomic.Int32
+}
+
+// claimFormat is claim.lua's format argument: the format this client writes.
+func (c *Client) claimFormat() string {
+	if c.fence.writes.Load() == 2 {
+		return "2"
+	}
+	return "1"
+}
+
+// Writing returns the storage format the client's claims write now: 1
+// until its registration found the newer one writable (format.go).
+func (c *Client) Writing() int {
+	if c.fence.writes.Load() == 2 {
+		return 2
+	}
+	return 1
 }
 
 // check returns why a script may not run now, or nil.
@@ -276,8 +310,7 @@ func (r *Registration) ID() string { return r.info.ID }
 // renew registers, then renews until ctx ends or the format is refused.
 func (r *Registration) renew(ctx context.Context) {
 	defer close(r.done)
-	info, _ := json.Marshal(r.info)
-	args := []any{r.info.ID, readerTTL.Milliseconds(), info}
+	args := []any{r.info.ID, readerTTL.Milliseconds(), nil}
 	for _, f := range r.info.Reads {
 		args = append(args, f)
 	}
@@ -296,11 +329,13 @@ func (r *Registration) renew(ctx context.Context) {
 			}
 		}
 		start := time.Since(r.c.fence.born)
+		r.info.Writes = r.c.Writing()
+		args[2], _ = json.Marshal(r.info)
 		res, err := r.c.call(ctx, r.c.rdb, r.c.scripts.register, keys, args).Slice()
 		switch {
 		case ctx.Err() != nil:
 			return
-		case err != nil || len(res) != 2:
+		case err != nil || len(res) != 3:
 			if !failing {
 				r.log.Warn("registering as a reader of the storage format failed; retrying every second", "err", err)
 			}
@@ -319,10 +354,69 @@ func (r *Registration) renew(ctx context.Context) {
 				r.log.Info("registered as a reader of the storage format again")
 			}
 			failing, delay = false, renewEvery
+			format, _ := res[1].(string)
+			writable := res[2] == int64(1)
+			if format != strconv.Itoa(WriteFormat) {
+				writable = r.switchFormat(ctx)
+			}
+			if r.setWrites(writable) {
+				delay = 0 // renew at once: the registry shows the format written
+				continue
+			}
 		}
 		firstOnce.Do(func() { close(r.first) })
 	}
 }
+
+// setWrites makes the client write format 2 when writable, else format 1,
+// and tells whether that changed.
+func (r *Registration) setWrites(writable bool) bool {
+	w := int32(1)
+	if writable {
+		w = WriteFormat
+	}
+	if old := r.c.fence.writes.Swap(w); old == w || old == 0 && w == 1 { // 0: never set, format 1
+		return false
+	}
+	r.log.Info("storage format written by this process", "format", w)
+	return true
+}
+
+// switchFormat tries to move the format marker to WriteFormat (the gate of
+// the package comment) and tells whether the format is writable now. It
+// does nothing while a worker of a release from before the registry is
+// alive (Storage's unregistered workers) or, in the script, while a live
+// registration lacks the format.
+func (r *Registration) switchFormat(ctx context.Context) bool {
+	st, err := r.c.Storage(ctx, unregisteredWorkerAge)
+	if err != nil || len(st.Unregistered) > 0 {
+		return false
+	}
+	// A Redis that never held a queue is a new deployment.
+	queues, err := r.c.rdb.SCard(ctx, keyQueues).Result()
+	if err != nil {
+		return false
+	}
+	fresh := "0"
+	if queues == 0 {
+		fresh = "1"
+	}
+	res, err := r.c.call(ctx, r.c.rdb, r.c.scripts.switchFormat, []string{keyFormat, keyReaders, keyReadersInfo},
+		[]any{WriteFormat, readerTTL.Milliseconds(), fresh}).Slice()
+	if err != nil || len(res) != 3 {
+		return false
+	}
+	if res[0] == int64(1) {
+		at, _ := res[2].(int64)
+		r.log.Info("moved the storage format marker: every live process reads the new format",
+			"format", WriteFormat, "writable_at", msTime(at))
+	}
+	return res[1] == int64(1)
+}
+
+// unregisteredWorkerAge is how recent a worker's heartbeat must be for a
+// worker without a registration to hold the storage format back.
+const unregisteredWorkerAge = time.Minute
 
 // Close stops the renewals and removes the entry (a process that stops is
 // no reader), and returns the *FormatError that refused the registration,

@@ -33,6 +33,9 @@ func newEnv(t *testing.T) *env {
 	srv := queuetest.Start(t)
 	clk := &clock{t: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
 	q := queue.New(srv.Client(), queue.Options{Now: clk.Now, LeaseClock: clk.Now, LeaseTTL: 11 * time.Second, LeaseGrace: time.Second})
+	// The format a deployment writes once the gate opened (format.go);
+	// format 1 is TestFormatsMixInOneQueue's.
+	queue.SetWriteFormat(q, queue.WriteFormat)
 	return &env{srv: srv, q: q, clock: clk, ctx: context.Background()}
 }
 

@@ -69,6 +69,9 @@ func (k *queueKeys) key(i int) string      { return k.all[i] }
 func (k *queueKeys) job(id string) string  { return k.jobPrefix + id }
 func (k *queueKeys) tput(sec int64) string { return k.tag + "tput:" + itoa(sec) }
 
+// active is the hash of the queue's running attempts (K_ACTIVE in lua/lib.lua).
+func (k *queueKeys) active() string { return k.tag + "active" }
+
 // EventStreamKey returns the Redis stream that holds queue's job events.
 func EventStreamKey(queue string) string { return keysFor(queue).key(kEvents) }
 

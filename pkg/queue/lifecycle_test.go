@@ -26,9 +26,10 @@ func TestSubmitClaimComplete(t *testing.T) {
 	if got.WorkerID != "w1" || got.StartedAt == nil {
 		t.Fatalf("active job = %+v", got)
 	}
-	// The lease: the job's fencing token and its entry in the lease set.
-	if tok, _ := e.q.Redis().HGet(e.ctx, queue.JobKey("default", j.ID), "token").Result(); tok != ls[0].Token || tok == "" {
-		t.Fatalf("token = %q, want the lease's %q", tok, ls[0].Token)
+	// The lease: the job's fencing token in its active record and its
+	// entry in the lease set.
+	if rec, _ := e.q.Redis().HGet(e.ctx, queue.QueueKey("default", "active"), j.ID).Result(); parseActive(rec).token != ls[0].Token || ls[0].Token == "" {
+		t.Fatalf("active record %q, want the lease's token %q", rec, ls[0].Token)
 	}
 	if _, err := e.q.Redis().ZScore(e.ctx, queue.QueueKey("default", "leases"), j.ID).Result(); err != nil {
 		t.Fatalf("no lease entry: %v", err)

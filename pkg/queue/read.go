@@ -78,9 +78,15 @@ func validID(id string) bool {
 }
 
 func (c *Client) getIn(ctx context.Context, k *queueKeys, id string) (*job.Job, error) {
-	h, err := c.rdb.HGetAll(ctx, k.job(id)).Result()
-	if err != nil {
+	pipe := c.rdb.Pipeline()
+	hash := pipe.HGetAll(ctx, k.job(id))
+	rec := pipe.HGet(ctx, k.active(), id)
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, err
+	}
+	h := hash.Val()
+	if r := rec.Val(); r != "" {
+		overlayActive(h, r)
 	}
 	j := DecodeJob(h)
 	if j == nil {

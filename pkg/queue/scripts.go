@@ -16,6 +16,9 @@ import (
 var luaFS embed.FS
 
 // scriptNames are the transition scripts of lua/, one Redis function each.
+// registryScripts run over the registry of readers, not a queue (format.go).
+var registryScripts = []string{"register", "switch"}
+
 var scriptNames = []string{"submit", "claim", "extend", "complete", "cycle", "reclaim", "release", "promote", "cancel", "retry", "purge", "prune", "resume", "limit"}
 
 // freesMemory are the scripts that only delete (pruning ended jobs,
@@ -44,7 +47,8 @@ type scripts struct {
 	// It is no transition: it runs without begin() and flush_events, over
 	// the registry's keys, and also when Redis is out of memory, so that
 	// no process loses its registration (and stops) for that alone.
-	register *script
+	// switchFormat moves the format marker (format.go), the same way.
+	register, switchFormat *script
 
 	library string // the library's source, FUNCTION LOAD's argument
 	name    string // the library's name: "sundial_" + a hash of its source
@@ -69,7 +73,9 @@ func loadScripts() *scripts {
 	for _, n := range scriptNames {
 		code += mainOf(n)
 	}
-	code += mainOf("register") // needs nothing of lib.lua; see s.register below
+	for _, n := range registryScripts {
+		code += mainOf(n) // needs nothing of lib.lua; see below
+	}
 	sum := sha1.Sum([]byte(code))
 	name := "sundial_" + hex.EncodeToString(sum[:8])
 	var lib strings.Builder
@@ -92,10 +98,13 @@ func loadScripts() *scripts {
 		byName[n] = &script{fn: fn, eval: redis.NewScript("local KEYS, ARGV = KEYS, ARGV\n" + common + mainOf(n) +
 			"begin()\nlocal out = main_" + n + "()\nflush_events()\nreturn out\n")}
 	}
-	// register is one more function of the library, which sets KEYS and
-	// ARGV itself; its fallback is register.lua alone.
-	lib.WriteString(fmt.Sprintf("redis.register_function{function_name='%s_register', callback=function(keys, args) KEYS, ARGV = keys, args; return main_register() end, flags={'allow-oom'}}\n", name))
-	s.register = &script{fn: name + "_register", eval: redis.NewScript("local KEYS, ARGV = KEYS, ARGV\n" + mainOf("register") + "return main_register()\n")}
+	// The registry's scripts are more functions of the library, which set
+	// KEYS and ARGV themselves; the fallback of each is its file alone.
+	for _, n := range registryScripts {
+		lib.WriteString(fmt.Sprintf("redis.register_function{function_name='%s_%s', callback=function(keys, args) KEYS, ARGV = keys, args; return main_%s() end, flags={'allow-oom'}}\n", name, n, n))
+		byName[n] = &script{fn: name + "_" + n, eval: redis.NewScript("local KEYS, ARGV = KEYS, ARGV\n" + mainOf(n) + "return main_" + n + "()\n")}
+	}
+	s.register, s.switchFormat = byName["register"], byName["switch"]
 	s.library = lib.String()
 	s.submit, s.claim, s.extend, s.complete, s.cycle = byName["submit"], byName["claim"], byName["extend"], byName["complete"], byName["cycle"]
 	s.reclaim, s.release, s.promote, s.cancel, s.retry = byName["reclaim"], byName["release"], byName["promote"], byName["cancel"], byName["retry"]

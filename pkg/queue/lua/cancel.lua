@@ -11,6 +11,15 @@ local f = redis.call('HMGET', jk, 'type', 'state', 'attempt', 'priority', 'worke
 if not f[2] then return {'not_found'} end
 local state = f[2]
 if state == 'succeeded' or state == 'dead' or state == 'cancelled' then return {'conflict', state} end
+-- A job claimed in storage format 2 is active while its K_ACTIVE record
+-- exists; its hash still says queued.
+local extra = {'token', ''}
+local token, attempt, _, slots, started, worker = active_of(id)
+if token then
+  state = 'active'
+  if started then f[3], f[5] = attempt, worker end
+  attempt_fields(attempt, started, worker, extra)
+end
 if state == 'waiting' then
   cancel_waiting(id, 'cancelled')
   return {'ok', state}
@@ -25,10 +34,10 @@ elseif state == 'queued' then
   redis.call('HSET', K_TOMB, id, f[4])
   redis.call('HINCRBY', K_STATS, 'tomb_' .. f[4], 1)
 elseif state == 'active' then
-  end_lease(id, nil)
+  end_lease(id, slots)
   redis.call('PUBLISH', CANCEL_CHANNEL, id)
 end
-finish(id, 'cancelled', {'token', ''})
+finish(id, 'cancelled', extra)
 emit(id, f[1], 'cancelled', 'cancelled', f[3], f[5], '')
 settle_dependents(id, false, 'dependency ' .. id .. ' ended cancelled')
 return {'ok', state}

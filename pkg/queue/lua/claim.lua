@@ -3,9 +3,15 @@
 -- ARGV[9] types: comma-separated job types the caller runs ('' = any). With
 --         types, a list whose next job is of another type is passed over
 --         (its order is kept: types guard a claim, queues route work).
+-- ARGV[10] the storage format to write: '2' keeps the attempt's token,
+--         number, worker and start in its K_ACTIVE record only, and writes
+--         nothing on the job hash; anything else is format 1, which also
+--         writes them on the hash (see parse_active in lib.lua). A client
+--         passes '2' only once every live process reads it (format.go).
 -- Each claimed job moves from its priority list into the lease set in this
--- script: only a job found queued is taken (the exclusion a SET NX would
--- give: an active job is never queued), its hash gets a new fencing token,
+-- script: only a job found queued and without a K_ACTIVE record is taken
+-- (the exclusion a SET NX would give: an active job is never queued), it
+-- gets a new fencing token,
 -- and its lease entry is scored by its expiry on the lease clock (see
 -- lease_now). The holder renews the entry with extend.lua while the job
 -- runs; every later transition checks the token. Ids of cancelled jobs still in a
@@ -30,6 +36,7 @@ local n = tonumber(ARGV[6])
 local need = n
 local worker = ARGV[7]
 local ttl = tonumber(ARGV[8])
+local format2 = ARGV[10] == '2'
 local types = nil
 if ARGV[9] and ARGV[9] ~= '' then
   types = {}
@@ -102,16 +109,25 @@ local function take(id, f)
   if expiry == nil then expiry = ms(lease_now() + ttl) end
   local attempt = tostring(tonumber(f[3]) + 1)
   local rec = token .. ' ' .. attempt .. ' ' .. f[1]
+  local held_slots = false
   if picks and #picks > 0 then
     local held = gate.take(picks, id .. ':' .. token)
-    if held ~= '' then rec = rec .. ' ' .. held end
+    if held ~= '' then
+      rec = rec .. ' ' .. held
+      held_slots = true
+    end
   end
   leases[#leases + 1] = expiry
   leases[#leases + 1] = id
   actives[#actives + 1] = id
-  actives[#actives + 1] = rec
-  redis.call('HSET', JOB .. id, 'state', 'active', 'attempt', attempt, 'token', token,
-    'worker_id', worker, 'started_at', NOW_S)
+  if format2 then
+    if not held_slots then rec = rec .. ' ' end
+    actives[#actives + 1] = rec .. ' ' .. NOW_S .. ' ' .. worker
+  else
+    actives[#actives + 1] = rec
+    redis.call('HSET', JOB .. id, 'state', 'active', 'attempt', attempt, 'token', token,
+      'worker_id', worker, 'started_at', NOW_S)
+  end
   emit(id, f[1], 'started', 'active', attempt, worker, '')
   local o = #out
   out[o + 1] = id; out[o + 2] = token; out[o + 3] = f[1]; out[o + 4] = f[2]
@@ -120,9 +136,10 @@ local function take(id, f)
   need = need - 1
 end
 
--- consider claims (or drops, or parks) one id taken off a list.
-local function consider(id, f)
-  if f[9] ~= 'queued' then
+-- consider claims (or drops, or parks) one id taken off a list; active
+-- tells that it has a K_ACTIVE record (running, claimed in format 2).
+local function consider(id, f, active)
+  if f[9] ~= 'queued' or active then
     drop(id)
   else
     take(id, f)
@@ -150,13 +167,14 @@ for pi, list in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
       end
       if id then
         local f = redis.call('HMGET', JOB .. id, unpack(FIELDS))
-        if f[9] == 'queued' and not types[f[1]] then break end
+        local active = redis.call('HEXISTS', K_ACTIVE, id) == 1
+        if f[9] == 'queued' and not active and not types[f[1]] then break end
         if gl then
           id = group_next(list, prio, redis.call('RPOP', list))
         else
           redis.call('RPOP', list)
         end
-        consider(id, f)
+        consider(id, f, active)
       end
     end
   else
@@ -164,9 +182,17 @@ for pi, list in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
       local ids = redis.call('RPOP', list, need)
       if not ids then break end
       popped = true
-      for _, id in ipairs(ids) do
-        if string.byte(id, 1) == 126 then id = group_next(list, prio, id) end
-        if id then consider(id, redis.call('HMGET', JOB .. id, unpack(FIELDS))) end
+      for k, id in ipairs(ids) do
+        if string.byte(id, 1) == 126 then
+          id = group_next(list, prio, id)
+          ids[k] = id or ''
+        end
+      end
+      -- One HMGET of K_ACTIVE for the batch: an id with a record is
+      -- running (a format-2 claim leaves its hash saying queued).
+      local act = hmget_chunked(K_ACTIVE, ids)
+      for k, id in ipairs(ids) do
+        if id ~= '' then consider(id, redis.call('HMGET', JOB .. id, unpack(FIELDS)), act[k]) end
       end
     end
   end

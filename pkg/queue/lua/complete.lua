@@ -12,11 +12,7 @@ local processed, succeeded = 0, 0
 -- The fencing check of the whole batch: one HMGET of the active-lease hash.
 local ids = {}
 for i = 1, n do ids[i] = ARGV[7 + (i - 1) * 6] end
-local act = {}
-for c = 1, n, CHUNK do
-  local r = redis.call('HMGET', K_ACTIVE, unpack(ids, c, math.min(c + CHUNK - 1, n)))
-  for k = 1, #r do act[c + k - 1] = r[k] end
-end
+local act = hmget_chunked(K_ACTIVE, ids)
 -- Batched writes for the successes: one ZREM, HDEL and ZADD in all.
 local done_ids, fin, deps_keys = {}, {}, {}
 local freed = {} -- concurrency slots the successes held: slot → count
@@ -24,9 +20,9 @@ for i = 1, n do
   local b = 7 + (i - 1) * 6
   local id, token, outcome, detail, worker, r = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
   local jk = JOB .. id
-  local cur, attempt, jtype, slots
+  local cur, attempt, jtype, slots, started, rworker
   if act[i] then
-    cur, attempt, jtype, slots = parse_active(act[i])
+    cur, attempt, jtype, slots, started, rworker = parse_active(act[i])
   else
     -- No entry: not active, or claimed by a release that kept no K_ACTIVE
     -- (an upgrade): the job hash decides.
@@ -42,14 +38,19 @@ for i = 1, n do
       fin[#fin + 1] = NOW_S
       fin[#fin + 1] = id
       deps_keys[#deps_keys + 1] = QK .. 'dependents:' .. id
-      redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'result', detail, 'token', '')
+      if started then
+        redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'result', detail, 'token', '',
+          'attempt', attempt, 'worker_id', rworker, 'started_at', started)
+      else
+        redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'result', detail, 'token', '')
+      end
       count_slots(freed, slots)
       succeeded = succeeded + 1
       emit(id, jtype, 'succeeded', 'succeeded', attempt, worker, '')
       out[i] = 'succeeded'
     else
       local p = redis.call('HMGET', jk, 'max_attempts', 'backoff_base', 'backoff_max', 'priority', 'group')
-      out[i] = retry_or_bury(id, {jtype, attempt, p[1], p[2], p[3], p[4], p[5]}, detail, outcome == 'fail', tonumber(r), 'failed', worker, slots)
+      out[i] = retry_or_bury(id, {jtype, attempt, p[1], p[2], p[3], p[4], p[5]}, detail, outcome == 'fail', tonumber(r), 'failed', rworker or worker, slots, started)
     end
   end
 end

@@ -20,7 +20,15 @@ for i = 1, n do
   local id, token, progress = ARGV[b], ARGV[b + 1], ARGV[b + 2]
   local jk = JOB .. id
   local f = redis.call('HMGET', jk, 'state', 'token', 'type', 'attempt', 'worker_id', 'progress_event_at')
-  if f[1] == 'active' and f[2] == token and redis.call('ZSCORE', K_LEASES, id) then
+  -- The K_ACTIVE record is the truth (a format-2 claim leaves the hash as it was).
+  local cur, attempt, _, _, started, worker = active_of(id)
+  if cur then
+    f[2], f[4] = cur, attempt
+    if started then f[5] = worker end
+  elseif f[1] ~= 'active' then
+    f[2] = nil
+  end
+  if f[2] == token and redis.call('ZSCORE', K_LEASES, id) then
     leases[#leases + 1] = expiry
     leases[#leases + 1] = id
     if progress ~= '' then

@@ -84,6 +84,18 @@ local function call_chunked(cmd, key, list)
   end
 end
 
+-- hmget_chunked is HMGET key over fields in chunks of CHUNK: the values
+-- in order, false for a missing field.
+local function hmget_chunked(key, fields)
+  local out = {}
+  local n = #fields
+  for c = 1, n, CHUNK do
+    local r = redis.call('HMGET', key, unpack(fields, c, math.min(c + CHUNK - 1, n)))
+    for k = 1, #r do out[c + k - 1] = r[k] end
+  end
+  return out
+end
+
 -- count_minute adds n to this minute's counter `what` ('s' succeeded, 'f'
 -- failed attempts, 'd' dead) in the queue's per-minute hash (read by
 -- Client.Throughput, trimmed by the poller).
@@ -446,10 +458,42 @@ local function free_slots(slots)
   free_slot_counts(counts)
 end
 
--- parse_active reads a K_ACTIVE record: token, attempt, type and the
--- concurrency slots held ('' for none).
+-- parse_active reads a K_ACTIVE record: token, attempt, type, the
+-- concurrency slots held ('' for none), and for a record of storage
+-- format 2 the attempt's start (ms) and worker; those two are nil for a
+-- format-1 record, whose job hash holds them. The forms:
+--   format 1: "<token> <attempt> <type>[ <slots>]"
+--   format 2: "<token> <attempt> <type> <slots> <started> <worker>"
+-- (slots and worker may be empty; worker ids hold no space, but a worker
+-- is read to the end all the same). A format-2 claim writes nothing on the job hash,
+-- whose state, attempt, worker_id and started_at stay what they were
+-- until the attempt ends (attempt_fields); the record is the truth while
+-- it exists (docs/engine.md, "Storage format").
 local function parse_active(rec)
+  local t, a, ty, s, st, w = string.match(rec, '^(%S+) (%S+) (%S+) (%S*) (%d+) (.*)$')
+  if t then return t, a, ty, s, st, w end
   return string.match(rec, '^(%S+) (%S+) (%S+) ?(%S*)$')
+end
+
+-- active_of reads id's K_ACTIVE record (parse_active's values), or nil
+-- when it has none.
+local function active_of(id)
+  local rec = redis.call('HGET', K_ACTIVE, id)
+  if not rec then return nil end
+  return parse_active(rec)
+end
+
+-- attempt_fields returns the job-hash fields a format-2 attempt (started
+-- not nil) leaves on the hash when it ends, for the write that ends it:
+-- attempt, worker_id, started_at. None for format 1 (the claim wrote them).
+local function attempt_fields(attempt, started, worker, into)
+  into = into or {}
+  if started then
+    local n = #into
+    into[n + 1] = 'attempt'; into[n + 2] = attempt; into[n + 3] = 'worker_id'; into[n + 4] = worker
+    into[n + 5] = 'started_at'; into[n + 6] = started
+  end
+  return into
 end
 
 -- end_lease ends an attempt's lease: its lease entry, its K_ACTIVE record
@@ -612,16 +656,18 @@ end
 -- backoff, or the dead set when attempts are exhausted or retry is false.
 -- `event` is the event to record for a retry ('failed' or 'lease_expired').
 -- Returns the new state.
-local function retry_or_bury(id, f, err, retry, r, event, worker, slots)
+local function retry_or_bury(id, f, err, retry, r, event, worker, slots, started)
   -- f: type, attempt, max_attempts, backoff_base, backoff_max, priority, group
   -- slots: the concurrency slots the attempt holds (nil: look them up)
+  -- started: the attempt's start for a format-2 attempt (see attempt_fields), else nil
   local attempt = tonumber(f[2])
+  local extra = attempt_fields(f[2], started, worker)
   end_lease(id, slots)
   redis.call('HINCRBY', K_STATS, 'failed_total', 1)
   count_minute('f', 1)
   if (not retry) or attempt >= tonumber(f[3]) then
     count_minute('d', 1)
-    finish(id, 'dead', {'last_error', err, 'token', ''})
+    finish(id, 'dead', attempt_fields(f[2], started, worker, {'last_error', err, 'token', ''}))
     if event == 'lease_expired' then emit(id, f[1], 'lease_expired', 'dead', attempt, worker, err) end
     emit(id, f[1], 'dead', 'dead', attempt, worker, err)
     redis.call('HINCRBY', K_STATS, 'dead_total', 1)
@@ -629,7 +675,7 @@ local function retry_or_bury(id, f, err, retry, r, event, worker, slots)
     return 'dead'
   end
   local due = backoff_due(tonumber(f[4]), tonumber(f[5]), attempt, r)
-  redis.call('HSET', JOB .. id, 'last_error', err, 'token', '', 'run_at', ms(due))
+  redis.call('HSET', JOB .. id, 'last_error', err, 'token', '', 'run_at', ms(due), unpack(extra))
   if due <= NOW then
     make_ready(id, f[6], f[7])
     emit(id, f[1], event, 'queued', attempt, worker, err)

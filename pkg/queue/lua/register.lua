@@ -8,8 +8,9 @@
 -- ARGV[1] the process's id   ARGV[2] the registration's lifetime, ms
 -- ARGV[3] the process's information (JSON)
 -- ARGV[4..] the formats the process reads
--- Returns {1, format} when registered, {0, format} when refused (and the
--- process's entry removed); format is the marker's value as stored.
+-- Returns {1, format, writable} when registered, {0, format, 0} when refused
+-- (and the process's entry removed); format is the marker's value as
+-- stored, writable 1 once the marker's writable_at has passed (switch.lua).
 local marker, readers, info = KEYS[1], KEYS[2], KEYS[3]
 local id, ttl = ARGV[1], tonumber(ARGV[2])
 local t = redis.call('TIME')
@@ -24,7 +25,7 @@ end
 if not reads then
   redis.call('ZREM', readers, id)
   redis.call('HDEL', info, id)
-  return {0, stored or '1'}
+  return {0, stored or '1', 0}
 end
 -- Forget registrations that lapsed, a bounded number per call.
 local lapsed = redis.call('ZRANGEBYSCORE', readers, '-inf', now, 'LIMIT', 0, 100)
@@ -34,4 +35,7 @@ if #lapsed > 0 then
 end
 redis.call('ZADD', readers, now + ttl, id)
 redis.call('HSET', info, id, ARGV[3])
-return {1, stored or '1'}
+local writable = 0
+local at = redis.call('HGET', marker, 'writable_at')
+if stored and at and tonumber(at) <= now then writable = 1 end
+return {1, stored or '1', writable}

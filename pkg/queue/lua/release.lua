@@ -9,12 +9,19 @@ for i = 1, n do
   local id, token = ARGV[5 + 2 * i], ARGV[6 + 2 * i]
   local jk = JOB .. id
   local f = redis.call('HMGET', jk, 'type', 'attempt', 'priority', 'state', 'token', 'worker_id', 'group')
-  if f[4] == 'active' and f[5] == token then
-    local attempt = tonumber(f[2]) - 1
-    end_lease(id, nil)
-    redis.call('HSET', jk, 'state', 'queued', 'attempt', attempt, 'token', '')
+  local cur, attempt, _, slots, started, worker = active_of(id)
+  if not cur and f[4] == 'active' then cur, attempt = f[5], f[2] end
+  if f[1] and cur == token then
+    attempt = tonumber(attempt) - 1
+    end_lease(id, slots)
+    if started then
+      -- Format 2: the hash still holds the attempt count from before the claim.
+      redis.call('HSET', jk, 'state', 'queued', 'token', '')
+    else
+      redis.call('HSET', jk, 'state', 'queued', 'attempt', attempt, 'token', '')
+    end
     enqueue(id, f[3], f[7], true)
-    emit(id, f[1], 'queued', 'queued', attempt, f[6], 'released by worker shutdown')
+    emit(id, f[1], 'queued', 'queued', attempt, worker or f[6], 'released by worker shutdown')
     released = released + 1
   end
 end

@@ -1,0 +1,266 @@
+package queue_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/queue/queuetest"
+)
+
+// A claim in storage format 2 writes nothing on the job hash: the attempt's
+// token, number, worker and start live in the queue's active record, and
+// every reader (Get here) shows the job active from it. When the attempt
+// ends, the hash gets them.
+func TestFormat2ClaimLeavesTheJobHash(t *testing.T) {
+	e := newEnv(t) // writes format 2
+	j := e.submit(t, job.Spec{Type: "t"})[0]
+	rdb := e.srv.Client()
+	key := queue.JobKey("default", j.ID)
+	before := rdb.HGetAll(e.ctx, key).Val()
+	l := e.claim(t, "default", 1)
+	if len(l) != 1 || l[0].Job.Attempt != 1 {
+		t.Fatalf("claim = %+v", l)
+	}
+	if after := rdb.HGetAll(e.ctx, key).Val(); !maps.Equal(before, after) {
+		t.Fatalf("the claim wrote on the job hash:\nbefore %v\nafter  %v", before, after)
+	}
+	got := e.get(t, j.ID)
+	if got.State != job.Active || got.Attempt != 1 || got.WorkerID != "w1" || got.StartedAt == nil || !got.StartedAt.Equal(e.clock.Now()) {
+		t.Fatalf("running job = %+v, want active, attempt 1 on w1 since %v", got, e.clock.Now())
+	}
+	e.clock.Advance(3 * time.Second)
+	e.complete(t, "default", queue.Outcome{ID: j.ID, Token: l[0].Token, Kind: queue.OutcomeSucceeded, Result: json.RawMessage(`1`), WorkerID: "w1"})
+	h := rdb.HGetAll(e.ctx, key).Val()
+	if h["state"] != "succeeded" || h["attempt"] != "1" || h["worker_id"] != "w1" || h["started_at"] != fmt.Sprint(e.clock.Now().Add(-3*time.Second).UnixMilli()) {
+		t.Fatalf("finished job hash = %v", h)
+	}
+}
+
+// A job id found in a priority list while its job runs (a claim of format
+// 2 leaves the hash saying queued) is not claimed a second time.
+func TestClaimPassesOverARunningJobsID(t *testing.T) {
+	e := newEnv(t)
+	j := e.submit(t, job.Spec{Type: "t"})[0]
+	l := e.claim(t, "default", 1)
+	if len(l) != 1 {
+		t.Fatal("not claimed")
+	}
+	e.srv.Client().LPush(e.ctx, queue.QueueKey("default", "normal"), j.ID)
+	if again := e.claim(t, "default", 5); len(again) != 0 {
+		t.Fatalf("a running job was claimed again: %+v", again[0].Job)
+	}
+	// The same through the one-at-a-time path of a claim by type.
+	e.srv.Client().LPush(e.ctx, queue.QueueKey("default", "normal"), j.ID)
+	if again, err := e.q.ClaimTypes(e.ctx, "default", 5, "w2", []string{"t"}); err != nil || len(again) != 0 {
+		t.Fatalf("claim by type = %v, %v; want nothing", again, err)
+	}
+	if st := e.complete(t, "default", queue.Outcome{ID: j.ID, Token: l[0].Token, Kind: queue.OutcomeSucceeded, WorkerID: "w1"}); st[0] != queue.StatusSucceeded {
+		t.Fatalf("status = %v", st)
+	}
+}
+
+// Releases of both formats share a queue during a rolling upgrade, and an
+// attempt begun in one format may end through a process of the other (or
+// of this release, which writes either): every way an attempt ends works
+// on attempts of both formats, read and finished by a client that writes
+// the other one.
+func TestFormatsMixInOneQueue(t *testing.T) {
+	t.Parallel()
+	type end struct {
+		name string
+		// run ends the attempt of l through q; the job must then be in
+		// state, with attempt and worker as given ("" worker: none).
+		run     func(t *testing.T, e *env, q *queue.Client, l queue.Lease)
+		state   job.State
+		attempt int
+		worker  string
+	}
+	ok := func(kind queue.OutcomeKind) func(*testing.T, *env, *queue.Client, queue.Lease) {
+		return func(t *testing.T, e *env, q *queue.Client, l queue.Lease) {
+			st, err := q.Complete(e.ctx, "default", []queue.Outcome{{ID: l.Job.ID, Token: l.Token, Kind: kind, Error: "boom", WorkerID: "w1"}})
+			if err != nil || st[0] == queue.StatusStale {
+				t.Fatalf("complete = %v, %v", st, err)
+			}
+		}
+	}
+	ends := []end{
+		{"succeed", ok(queue.OutcomeSucceeded), job.Succeeded, 1, "w1"},
+		{"fail and retry", ok(queue.OutcomeFailed), job.Queued, 1, "w1"},
+		{"dead", ok(queue.OutcomeDead), job.Dead, 1, "w1"},
+		{"cancel", func(t *testing.T, e *env, q *queue.Client, l queue.Lease) {
+			if _, err := q.Cancel(e.ctx, l.Job.ID); err != nil {
+				t.Fatal(err)
+			}
+			st, err := q.Complete(e.ctx, "default", []queue.Outcome{{ID: l.Job.ID, Token: l.Token, Kind: queue.OutcomeSucceeded, WorkerID: "w1"}})
+			if err != nil || st[0] != queue.StatusStale {
+				t.Fatalf("the outcome of a cancelled attempt = %v, %v; want stale", st, err)
+			}
+		}, job.Cancelled, 1, "w1"},
+		{"release", func(t *testing.T, e *env, q *queue.Client, l queue.Lease) {
+			if n, err := q.Release(e.ctx, "default", []queue.Lease{l}); err != nil || n != 1 {
+				t.Fatalf("release = %d, %v", n, err)
+			}
+		}, job.Queued, 0, ""},
+		{"lease expires", func(t *testing.T, e *env, q *queue.Client, l queue.Lease) {
+			e.clock.Advance(time.Minute)
+			if n, _, err := q.Reclaim(e.ctx, "default", 10); err != nil || n != 1 {
+				t.Fatalf("reclaim = %d, %v", n, err)
+			}
+		}, job.Queued, 1, "w1"},
+		{"progress", func(t *testing.T, e *env, q *queue.Client, l queue.Lease) {
+			held, _, err := q.Progress(e.ctx, "default", l, queue.ProgressReport{Percent: 40, Message: "half"})
+			if err != nil || !held {
+				t.Fatalf("progress = %v, %v", held, err)
+			}
+			j, err := q.Get(e.ctx, l.Job.ID)
+			if err != nil || j.Progress == nil || j.Progress.Percent != 40 {
+				t.Fatalf("a running job's progress = %+v, %v", j, err)
+			}
+		}, job.Active, 1, "w1"},
+	}
+	for _, claimed := range []int{1, 2} {
+		for _, en := range ends {
+			t.Run(fmt.Sprintf("format %d/%s", claimed, en.name), func(t *testing.T) {
+				e := newEnv(t)
+				other := queue.New(e.srv.Client(), queue.Options{Now: e.clock.Now, LeaseClock: e.clock.Now, LeaseTTL: 11 * time.Second, LeaseGrace: time.Second})
+				queue.SetWriteFormat(e.q, claimed)
+				queue.SetWriteFormat(other, 3-claimed)
+				j := e.submit(t, job.Spec{Type: "t", MaxAttempts: ptr(3), Backoff: &job.Backoff{}})[0]
+				l := e.claim(t, "default", 1)
+				if len(l) != 1 {
+					t.Fatal("not claimed")
+				}
+				if h := e.srv.Client().HGet(e.ctx, queue.JobKey("default", j.ID), "state").Val(); (h == "active") != (claimed == 1) {
+					t.Fatalf("format %d claim left the hash state %q", claimed, h)
+				}
+				if got, err := other.Get(e.ctx, j.ID); err != nil || got.State != job.Active || got.Attempt != 1 || got.WorkerID != "w1" || got.StartedAt == nil {
+					t.Fatalf("the running job read by the other format's client = %+v, %v", got, err)
+				}
+				en.run(t, e, other, l[0])
+				got, err := other.Get(e.ctx, j.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.State != en.state || got.Attempt != en.attempt || got.WorkerID != en.worker && en.worker != "" {
+					t.Fatalf("job = state %s attempt %d worker %q, want %s %d %q", got.State, got.Attempt, got.WorkerID, en.state, en.attempt, en.worker)
+				}
+				n, err := e.srv.Client().HLen(e.ctx, "sundial:{default}:active").Result()
+				if wantRunning := en.state == job.Active; err != nil || (n == 1) != wantRunning {
+					t.Fatalf("%d active records left (%v)", n, err)
+				}
+				if en.state == job.Queued {
+					// The next attempt counts on from the last, in either format.
+					next, err := other.Claim(e.ctx, "default", 1, "w2")
+					if err != nil || len(next) != 1 || next[0].Job.Attempt != en.attempt+1 {
+						t.Fatalf("the next claim = %+v, %v; want attempt %d", next, err, en.attempt+1)
+					}
+				}
+				// Every event of the job carries the attempt it belongs to.
+				for _, ev := range e.events(t, "default") {
+					if ev.Event == job.EventStarted && ev.Attempt < 1 || strings.Contains(string(ev.Event), "fail") && ev.Attempt != 1 {
+						t.Fatalf("event %s with attempt %d", ev.Event, ev.Attempt)
+					}
+				}
+			})
+		}
+	}
+}
+
+// The gate: a process writes format 2 only once no live process lacks it.
+// A new Redis (no queue, no registration lacking it) opens at once; a
+// Redis with a registered reader of format 1 keeps it shut, and once that
+// reader is gone the marker moves and the format becomes writable one
+// registration lifetime later. Not parallel: it shortens the package's
+// registration timing.
+func TestStorageFormatGateOpens(t *testing.T) {
+	defer queue.SetRegistrationTiming(time.Second, 50*time.Millisecond, 50*time.Millisecond)()
+	ctx := context.Background()
+
+	// A new deployment.
+	srv := queuetest.Start(t)
+	q := queue.New(srv.Client(), queue.Options{})
+	_, reg := q.Register(ctx, "worker", nil)
+	if q.Writing() != 2 {
+		t.Fatalf("on a new Redis the first registration writes format %d, want 2", q.Writing())
+	}
+	if st, _ := q.Storage(ctx, time.Minute); st.Format != "2" || len(st.Readers) != 1 || st.Readers[0].Writes != 2 {
+		t.Fatalf("storage = %+v", st)
+	}
+	reg.Close()
+
+	// An upgrade: a queue exists and a release that reads only format 1 runs.
+	srv = queuetest.Start(t)
+	rdb := srv.Client()
+	q = queue.New(rdb, queue.Options{})
+	if err := submitOne(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	old := func(live bool) {
+		exp := time.Now().Add(time.Hour)
+		if !live {
+			exp = time.Now().Add(-time.Second)
+		}
+		rdb.ZAdd(ctx, readersKey, redis.Z{Score: float64(exp.UnixMilli()), Member: "old"})
+		rdb.HSet(ctx, "sundial:{.storage}:reader-info", "old", `{"id":"old","reads":[1],"writes":1}`)
+	}
+	old(true)
+	_, reg = q.Register(ctx, "worker", nil)
+	defer reg.Close()
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) { // many renewals, none may move the marker
+		if f := rdb.HGet(ctx, formatKey, "format").Val(); f != "" || q.Writing() != 1 {
+			t.Fatalf("with a reader of format 1 alive the marker is %q and the process writes %d", f, q.Writing())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	old(false) // it stopped without removing its entry: it lapsed
+	queuetest.Eventually(t, 10*time.Second, "the marker to move to 2", func() bool {
+		return rdb.HGet(ctx, formatKey, "format").Val() == "2"
+	})
+	moved := time.Now()
+	if q.Writing() != 1 {
+		t.Fatal("the format is written at once after the marker moved, not one registration lifetime later")
+	}
+	queuetest.Eventually(t, 10*time.Second, "the process to write format 2", func() bool { return q.Writing() == 2 })
+	if waited := time.Since(moved); waited < 900*time.Millisecond {
+		t.Fatalf("format 2 was written %v after the marker moved, want the registration lifetime (1s)", waited)
+	}
+}
+
+// Workers of a release from before the registry heartbeat but never
+// register: while one is alive the marker does not move.
+func TestStorageFormatGateWaitsForUnregisteredWorkers(t *testing.T) {
+	defer queue.SetRegistrationTiming(time.Second, 50*time.Millisecond, 50*time.Millisecond)()
+	ctx := context.Background()
+	srv := queuetest.Start(t)
+	rdb := srv.Client()
+	q := queue.New(rdb, queue.Options{})
+	w := queue.WorkerInfo{ID: "ancient", Hostname: "elsewhere", PID: 7, Queues: []string{"default"}, ActiveJobs: []string{}, StartedAt: time.Now()}
+	if err := q.Heartbeat(ctx, w, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	_, reg := q.Register(ctx, "poller", nil)
+	defer reg.Close()
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if f := rdb.HGet(ctx, formatKey, "format").Val(); f != "" || q.Writing() != 1 {
+			t.Fatalf("with an unregistered worker alive the marker is %q and the process writes %d", f, q.Writing())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := q.Unregister(ctx, w.ID); err != nil {
+		t.Fatal(err)
+	}
+	queuetest.Eventually(t, 10*time.Second, "the marker to move once the worker is gone", func() bool {
+		return rdb.HGet(ctx, formatKey, "format").Val() == "2"
+	})
+}
