@@ -16,10 +16,13 @@ import (
 )
 
 // benchClient returns a client of a fresh redis-server without AOF (the
-// tests' servers have it on), so what is measured is the engine's work.
+// tests' servers have it on), so what is measured is the engine's work. It
+// writes the storage format a deployment writes once the gate opened.
 func benchClient(b *testing.B) *queue.Client {
 	srv := queuetest.StartWith(b, "--appendonly", "no")
-	return queue.New(srv.Client(), queue.Options{})
+	c := queue.New(srv.Client(), queue.Options{})
+	queue.SetWriteFormat(c, queue.WriteFormat)
+	return c
 }
 
 func benchJobs(b *testing.B, n int) []*job.Job {
@@ -90,23 +93,28 @@ func BenchmarkClaimComplete50(b *testing.B) {
 		return job.Spec{Type: "noop", Payload: []byte(`{"customer":"c` + strconv.Itoa(i%100) + `"}`)}
 	}
 	for _, v := range []struct {
-		name  string
-		limit *queue.Limit
-		spec  func(int) job.Spec
+		name   string
+		limit  *queue.Limit
+		spec   func(int) job.Spec
+		format int // storage format written (0: queue.WriteFormat)
 	}{
-		{"plain", nil, plain},
-		{"concurrency", &queue.Limit{Name: "l", Types: []string{"noop"}, Concurrency: 10000}, plain},
-		{"keyed", &queue.Limit{Name: "l", Key: "customer", Concurrency: 10000}, keyed},
-		{"rate", &queue.Limit{Name: "l", Rate: &queue.Rate{Limit: 10000, PeriodSeconds: 1}}, plain},
-		{"rate-keyed", &queue.Limit{Name: "l", Key: "customer", Rate: &queue.Rate{Limit: 10000, PeriodSeconds: 1}}, keyed},
-		{"groups", nil, func(i int) job.Spec { return job.Spec{Type: "noop", Group: "g" + strconv.Itoa(i%10)} }},
+		{"plain", nil, plain, 0},
+		{"plain-format1", nil, plain, 1},
+		{"concurrency", &queue.Limit{Name: "l", Types: []string{"noop"}, Concurrency: 10000}, plain, 0},
+		{"keyed", &queue.Limit{Name: "l", Key: "customer", Concurrency: 10000}, keyed, 0},
+		{"rate", &queue.Limit{Name: "l", Rate: &queue.Rate{Limit: 10000, PeriodSeconds: 1}}, plain, 0},
+		{"rate-keyed", &queue.Limit{Name: "l", Key: "customer", Rate: &queue.Rate{Limit: 10000, PeriodSeconds: 1}}, keyed, 0},
+		{"groups", nil, func(i int) job.Spec { return job.Spec{Type: "noop", Group: "g" + strconv.Itoa(i%10)} }, 0},
 	} {
-		b.Run(v.name, func(b *testing.B) { benchClaimComplete(b, v.limit, v.spec) })
+		b.Run(v.name, func(b *testing.B) { benchClaimComplete(b, v.limit, v.spec, v.format) })
 	}
 }
 
-func benchClaimComplete(b *testing.B, limit *queue.Limit, spec func(int) job.Spec) {
+func benchClaimComplete(b *testing.B, limit *queue.Limit, spec func(int) job.Spec, format int) {
 	c := benchClient(b)
+	if format != 0 {
+		queue.SetWriteFormat(c, format)
+	}
 	ctx := context.Background()
 	const batch = 50
 	if limit != nil {

@@ -39,7 +39,9 @@ for i = 1, n do
       fin[#fin + 1] = id
       deps_keys[#deps_keys + 1] = QK .. 'dependents:' .. id
       if started then
-        redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'result', detail, 'token', '',
+        -- Format 2: no token on the hash to clear (a format-1 attempt's
+        -- end cleared it).
+        redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'result', detail,
           'attempt', attempt, 'worker_id', rworker, 'started_at', started)
       else
         redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'result', detail, 'token', '')

@@ -121,7 +121,7 @@ export interface Reader {
 
 /** GET /v1/storage: the storage format Redis holds and its live readers. */
 export interface Storage {
-  /** The format marker's value ("1" until a release moves it). */
+  /** The format marker's value ("1" until the processes move it to "2" once no live reader lacks it). */
   format: string;
   /** The formats this API's release reads and writes. */
   reads: number[];
