@@ -45,9 +45,9 @@ import (
 // registry is alive) and the marker's writable_at has passed, ReaderTTL
 // after the move, so that every process of an older release has either
 // renewed and been refused, or stopped running scripts by its own clock.
-// On a Redis that never held a job nor a reader lacking format 2 (a new
-// deployment) the format is writable at once. Until then, and on a client
-// that never registered, claims write format 1.
+// Where no process of an older release was ever seen (a new deployment)
+// the format is writable at once (lua/switch.lua). Until then, and on a
+// client that never registered, claims write format 1.
 const (
 	// WriteFormat is the newest storage format this release writes; it
 	// writes it once the gate opened, format 1 before.
@@ -392,17 +392,8 @@ func (r *Registration) switchFormat(ctx context.Context) bool {
 	if err != nil || len(st.Unregistered) > 0 {
 		return false
 	}
-	// A Redis that never held a queue is a new deployment.
-	queues, err := r.c.rdb.SCard(ctx, keyQueues).Result()
-	if err != nil {
-		return false
-	}
-	fresh := "0"
-	if queues == 0 {
-		fresh = "1"
-	}
 	res, err := r.c.call(ctx, r.c.rdb, r.c.scripts.switchFormat, []string{keyFormat, keyReaders, keyReadersInfo},
-		[]any{WriteFormat, readerTTL.Milliseconds(), fresh}).Slice()
+		[]any{WriteFormat, readerTTL.Milliseconds()}).Slice()
 	if err != nil || len(res) != 3 {
 		return false
 	}

@@ -176,18 +176,21 @@ func TestFormatsMixInOneQueue(t *testing.T) {
 }
 
 // The gate: a process writes format 2 only once no live process lacks it.
-// A new Redis (no queue, no registration lacking it) opens at once; a
-// Redis with a registered reader of format 1 keeps it shut, and once that
-// reader is gone the marker moves and the format becomes writable one
-// registration lifetime later. Not parallel: it shortens the package's
-// registration timing.
+// A Redis where no older release was ever seen opens at once, jobs or
+// not; a Redis with a registered reader of format 1 keeps it shut, and
+// once that reader is gone the marker moves and the format becomes
+// writable one registration lifetime later. Not parallel: it shortens the
+// package's registration timing.
 func TestStorageFormatGateOpens(t *testing.T) {
 	defer queue.SetRegistrationTiming(time.Second, 50*time.Millisecond, 50*time.Millisecond)()
 	ctx := context.Background()
 
-	// A new deployment.
+	// A new deployment, whose producer submitted before any worker started.
 	srv := queuetest.Start(t)
 	q := queue.New(srv.Client(), queue.Options{})
+	if err := submitOne(ctx, q); err != nil {
+		t.Fatal(err)
+	}
 	_, reg := q.Register(ctx, "worker", nil)
 	if q.Writing() != 2 {
 		t.Fatalf("on a new Redis the first registration writes format %d, want 2", q.Writing())
@@ -197,7 +200,7 @@ func TestStorageFormatGateOpens(t *testing.T) {
 	}
 	reg.Close()
 
-	// An upgrade: a queue exists and a release that reads only format 1 runs.
+	// An upgrade: a release that reads only format 1 runs.
 	srv = queuetest.Start(t)
 	rdb := srv.Client()
 	q = queue.New(rdb, queue.Options{})

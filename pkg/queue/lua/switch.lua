@@ -6,14 +6,18 @@
 -- KEYS[3] reader information (hash id → JSON with "reads")
 -- ARGV[1] the format to move to   ARGV[2] settle, ms: the format becomes
 --         writable that long after the move (the registrations' lifetime)
--- ARGV[3] '1' = the Redis never held a queue (a new deployment): when no
---         registration on record, live or lapsed, lacks the format, it is
---         writable at once
+-- The settle covers a process of an older release whose registration
+-- Redis lost (a restart without persistence, a failover to a replica that
+-- lacked the write): by then it has renewed and been refused, or stopped
+-- running scripts by its own clock. It is skipped where no older release
+-- was ever seen: no call found a live registration lacking the format (the
+-- marker's held_back_at, set below) and none lacking it is on record, live
+-- or lapsed. A new deployment then writes the format from its first claim.
 -- Returns {moved, writable, writable_at}: moved 1 when this call moved the
 -- marker, writable 1 when the format may be written now; {0, 0, id} when
 -- the live registration id lacks the format.
 local marker, readers, info = KEYS[1], KEYS[2], KEYS[3]
-local target, settle, fresh = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1'
+local target, settle = tonumber(ARGV[1]), tonumber(ARGV[2])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cur = tonumber(redis.call('HGET', marker, 'format') or '1')
@@ -33,11 +37,15 @@ local function reads(id)
   end
   return false
 end
+local fresh = redis.call('HEXISTS', marker, 'held_back_at') == 0
 local all = redis.call('ZRANGE', readers, 0, -1, 'WITHSCORES')
 for i = 1, #all, 2 do
   local id, expiry = all[i], tonumber(all[i + 1])
   if expiry > now then
-    if not reads(id) then return {0, 0, id} end
+    if not reads(id) then
+      redis.call('HSET', marker, 'held_back_at', tostring(now))
+      return {0, 0, id}
+    end
   elseif fresh and not reads(id) then
     fresh = false
   end
