@@ -208,12 +208,12 @@ func TestJobsQueuesDead(t *testing.T) {
 	s.cli(t, "", args("dead list")).want(t, exitUsage, "queue name")
 }
 
-// TestLimitsCommands sets, lists and deletes a limit and submits a grouped
-// job the limit holds back.
+// TestStorageCommand shows the storage format (2 on a new Redis), the
+// API as its reader, and a worker of an older release.
 func TestStorageCommand(t *testing.T) {
 	s := startServer(t)
 	s.cli(t, "", args("storage")).want(t, exitOK, "storage format 2 (this API reads 1, 2, writes 2)", "ROLE", "api")
-	s.cli(t, "", args("storage --json")).want(t, exitOK, `"format": "1"`, `"role": "api"`)
+	s.cli(t, "", args("storage --json")).want(t, exitOK, `"format": "2"`, `"role": "api"`)
 	s.cli(t, "", args("storage extra")).want(t, exitUsage, "no arguments")
 	old := queue.WorkerInfo{ID: "old-1", Hostname: "elsewhere", PID: 7, Queues: []string{"default"}, ActiveJobs: []string{}, StartedAt: time.Now()}
 	if err := s.q.Heartbeat(context.Background(), old, time.Minute); err != nil {
@@ -222,6 +222,8 @@ func TestStorageCommand(t *testing.T) {
 	s.cli(t, "", args("storage")).want(t, exitOK, "workers not registered (a release from before the storage format): old-1")
 }
 
+// TestLimitsCommands sets, lists and deletes a limit and submits a grouped
+// job the limit holds back.
 func TestLimitsCommands(t *testing.T) {
 	s := startServer(t)
 	s.cli(t, "", args("limits set mail smtp --types email.send --key customer --concurrency 1 --rate 100/1m")).
