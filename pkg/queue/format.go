@@ -210,7 +210,7 @@ type fence struct {
 
 // claimFormat is claim.lua's format argument: the format this client writes.
 func (c *Client) claimFormat() string {
-	if c.fence.writes.Load() == 2 {
+	if c.Writing() == 2 {
 		return "2"
 	}
 	return "1"

@@ -218,13 +218,7 @@ func TestStorageFormatGateOpens(t *testing.T) {
 	old(true)
 	_, reg = q.Register(ctx, "worker", nil)
 	defer reg.Close()
-	deadline := time.Now().Add(time.Second)
-	for time.Now().Before(deadline) { // many renewals, none may move the marker
-		if f := rdb.HGet(ctx, formatKey, "format").Val(); f != "" || q.Writing() != 1 {
-			t.Fatalf("with a reader of format 1 alive the marker is %q and the process writes %d", f, q.Writing())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	heldBack(t, q, reg, "a reader of format 1 alive")
 	old(false) // it stopped without removing its entry: it lapsed
 	queuetest.Eventually(t, 10*time.Second, "the marker to move to 2", func() bool {
 		return rdb.HGet(ctx, formatKey, "format").Val() == "2"
@@ -253,17 +247,35 @@ func TestStorageFormatGateWaitsForUnregisteredWorkers(t *testing.T) {
 	}
 	_, reg := q.Register(ctx, "poller", nil)
 	defer reg.Close()
-	deadline := time.Now().Add(500 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		if f := rdb.HGet(ctx, formatKey, "format").Val(); f != "" || q.Writing() != 1 {
-			t.Fatalf("with an unregistered worker alive the marker is %q and the process writes %d", f, q.Writing())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	heldBack(t, q, reg, "an unregistered worker alive")
 	if err := q.Unregister(ctx, w.ID); err != nil {
 		t.Fatal(err)
 	}
 	queuetest.Eventually(t, 10*time.Second, "the marker to move once the worker is gone", func() bool {
 		return rdb.HGet(ctx, formatKey, "format").Val() == "2"
+	})
+}
+
+// heldBack asserts that the gate stays shut (the marker at format 1, q
+// writing format 1) over five renewals of reg, each of which tried to move
+// the marker.
+func heldBack(t *testing.T, q *queue.Client, reg *queue.Registration, why string) {
+	t.Helper()
+	ctx := context.Background()
+	renewals := map[time.Time]bool{}
+	queuetest.Eventually(t, 10*time.Second, "five renewals", func() bool {
+		st, err := q.Storage(ctx, time.Minute)
+		if err != nil {
+			return false
+		}
+		if st.Format != "1" || q.Writing() != 1 {
+			t.Fatalf("with %s the marker is %q and the process writes %d", why, st.Format, q.Writing())
+		}
+		for _, r := range st.Readers {
+			if r.ID == reg.ID() {
+				renewals[r.ExpiresAt] = true
+			}
+		}
+		return len(renewals) >= 5
 	})
 }
