@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sundialhq/sundial/internal/logbuf"
 	"github.com/sundialhq/sundial/pkg/httpapi"
 	"github.com/sundialhq/sundial/pkg/queue"
@@ -220,6 +221,13 @@ func TestStorageCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.cli(t, "", args("storage")).want(t, exitOK, "workers not registered (a release from before the storage format): old-1")
+	// A Redis still at format 1 while a process that reads only format 1
+	// runs: the command says what holds format 2 back.
+	ctx, rdb := context.Background(), s.q.Redis()
+	rdb.ZAdd(ctx, "sundial:{.storage}:readers", redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "old-reader"})
+	rdb.HSet(ctx, "sundial:{.storage}:reader-info", "old-reader", `{"id":"old-reader","role":"worker","reads":[1],"writes":1}`)
+	rdb.Del(ctx, "sundial:{.storage}:format")
+	s.cli(t, "", args("storage")).want(t, exitOK, "storage format 1", "format 2 is written once no process lacks it; these read older formats only: old-reader")
 }
 
 // TestLimitsCommands sets, lists and deletes a limit and submits a grouped

@@ -10,10 +10,13 @@ import (
 
 // storageView is GET /v1/storage's answer.
 type storageView struct {
-	Format       string   `json:"format"`
-	Reads        []int    `json:"reads"`
-	Writes       int      `json:"writes"`
-	Unregistered []string `json:"unregistered_workers"`
+	Format       string     `json:"format"`
+	WritableAt   *time.Time `json:"writable_at"`
+	Reads        []int      `json:"reads"`
+	Newest       int        `json:"newest"`
+	Writes       int        `json:"writes"`
+	Unregistered []string   `json:"unregistered_workers"`
+	HeldBackBy   []string   `json:"held_back_by"`
 	Readers      []struct {
 		ID        string    `json:"id"`
 		Role      string    `json:"role"`
@@ -62,6 +65,12 @@ func runStorage(ctx context.Context, a *app, args []string) error {
 	}
 	if len(st.Unregistered) > 0 {
 		fmt.Fprintf(a.env.stdout, "\nworkers not registered (a release from before the storage format): %s\n", strings.Join(st.Unregistered, ", "))
+	}
+	switch {
+	case len(st.HeldBackBy) > 0 && st.Format != strconv.Itoa(st.Newest):
+		fmt.Fprintf(a.env.stdout, "\nformat %d is written once no process lacks it; these read older formats only: %s\n", st.Newest, strings.Join(st.HeldBackBy, ", "))
+	case st.WritableAt != nil && st.WritableAt.After(time.Now()):
+		fmt.Fprintf(a.env.stdout, "\nformat %s is written from %s (30 s after the switch)\n", st.Format, showTime(st.WritableAt))
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/sundialhq/sundial/pkg/job"
@@ -34,10 +35,14 @@ type workerList struct {
 // storageView is GET /v1/storage's answer.
 type storageView struct {
 	Format       string             `json:"format"`
+	WritableAt   *time.Time         `json:"writable_at,omitempty"`
 	Readers      []queue.ReaderInfo `json:"readers"`
 	Unregistered []string           `json:"unregistered_workers"`
-	// Reads and Writes are this API's release's formats.
+	HeldBackBy   []string           `json:"held_back_by"`
+	// Reads is what this API's release reads, Newest the newest format it
+	// writes (once the gate opened), Writes what this API writes now.
 	Reads  []int `json:"reads"`
+	Newest int   `json:"newest"`
 	Writes int   `json:"writes"`
 }
 
@@ -52,7 +57,8 @@ func (s *Server) storage(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, storageView{Format: st.Format, Readers: st.Readers, Unregistered: st.Unregistered, Reads: queue.ReadFormats(), Writes: s.q.Writing()})
+	c.JSON(http.StatusOK, storageView{Format: st.Format, WritableAt: st.WritableAt, Readers: st.Readers, Unregistered: st.Unregistered,
+		HeldBackBy: st.HeldBackBy, Reads: queue.ReadFormats(), Newest: queue.WriteFormat, Writes: s.q.Writing()})
 }
 
 // listQueues handles GET /v1/queues.

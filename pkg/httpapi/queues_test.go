@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 )
@@ -173,6 +174,18 @@ func TestStorage(t *testing.T) {
 	}
 	if st.Unregistered == nil || len(st.Unregistered) != 0 {
 		t.Fatalf("unregistered workers = %#v, want []", st.Unregistered)
+	}
+	// A new Redis: writable at once, nothing holds it back.
+	if st.Newest != queue.WriteFormat || st.WritableAt == nil || st.WritableAt.After(time.Now()) || st.HeldBackBy == nil || len(st.HeldBackBy) != 0 {
+		t.Fatalf("newest %d, writable at %v, held back by %#v", st.Newest, st.WritableAt, st.HeldBackBy)
+	}
+	// A live registration of a release that reads format 1 only is named.
+	rdb := a.q.Redis()
+	rdb.ZAdd(context.Background(), "sundial:{.storage}:readers", redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "old-reader"})
+	rdb.HSet(context.Background(), "sundial:{.storage}:reader-info", "old-reader", `{"id":"old-reader","role":"worker","reads":[1],"writes":1}`)
+	a.do("GET", "/v1/storage", nil).decode(t, http.StatusOK, &st)
+	if !slices.Equal(st.HeldBackBy, []string{"old-reader"}) {
+		t.Fatalf("held back by %v, want old-reader", st.HeldBackBy)
 	}
 	// A worker of a release from before the storage format: it heartbeats
 	// but does not register.

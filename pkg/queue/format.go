@@ -118,8 +118,15 @@ type ReaderInfo struct {
 type StorageInfo struct {
 	// Format is the format marker: the format written there ("1" when
 	// no release ever moved it).
-	Format  string       `json:"format"`
-	Readers []ReaderInfo `json:"readers"`
+	Format string `json:"format"`
+	// WritableAt is when the marker's format became (or becomes) writable
+	// (Redis' clock; see the gate in the package comment); nil while the
+	// marker was never moved.
+	WritableAt *time.Time   `json:"writable_at,omitempty"`
+	Readers    []ReaderInfo `json:"readers"`
+	// HeldBackBy are the ids of the live readers that lack WriteFormat:
+	// while there are any, the marker does not move to it.
+	HeldBackBy []string `json:"held_back_by"`
 	// Unregistered are the ids of live workers (in the worker registry)
 	// with no registration of the same host and pid: processes of a
 	// release from before the storage format, which a new format must
@@ -159,19 +166,27 @@ func (c *Client) Storage(ctx context.Context, workerMaxAge time.Duration) (*Stor
 
 // readers reads the format marker and the live registrations.
 func (c *Client) readers(ctx context.Context) (*StorageInfo, error) {
-	format, err := c.rdb.HGet(ctx, keyFormat, "format").Result()
-	if err == redis.Nil {
-		format, err = "1", nil
-	}
+	marker, err := c.rdb.HMGet(ctx, keyFormat, "format", "writable_at").Result()
 	if err != nil {
 		return nil, err
+	}
+	format, _ := marker[0].(string)
+	if format == "" {
+		format = "1"
+	}
+	var writableAt *time.Time
+	if at, _ := marker[1].(string); at != "" {
+		if ms, err := strconv.ParseInt(at, 10, 64); err == nil {
+			t := msTime(ms)
+			writableAt = &t
+		}
 	}
 	now := time.Now()
 	live, err := c.rdb.ZRangeByScoreWithScores(ctx, keyReaders, &redis.ZRangeBy{Min: "(" + itoa(now.UnixMilli()), Max: "+inf"}).Result()
 	if err != nil {
 		return nil, err
 	}
-	out := &StorageInfo{Format: format, Readers: []ReaderInfo{}}
+	out := &StorageInfo{Format: format, WritableAt: writableAt, Readers: []ReaderInfo{}, HeldBackBy: []string{}}
 	if len(live) == 0 {
 		return out, nil
 	}
@@ -190,6 +205,9 @@ func (c *Client) readers(ctx context.Context) (*StorageInfo, error) {
 		}
 		r.ExpiresAt = msTime(int64(live[i].Score))
 		out.Readers = append(out.Readers, r)
+		if !slices.Contains(r.Reads, WriteFormat) {
+			out.HeldBackBy = append(out.HeldBackBy, r.ID)
+		}
 	}
 	return out, nil
 }

@@ -123,12 +123,17 @@ export interface Reader {
 export interface Storage {
   /** The format marker's value ("1" until the processes move it to "2" once no live reader lacks it). */
   format: string;
-  /** The formats this API's release reads and writes. */
+  /** When the marker's format became, or becomes, writable; absent while it never moved. */
+  writable_at?: string;
+  /** The formats this API's release reads, the newest it writes once every process reads it, and what it writes now. */
   reads: number[];
+  newest: number;
   writes: number;
   readers: Reader[];
   /** Live workers without a registration: a release from before the storage format. */
   unregistered_workers: string[];
+  /** Live readers that lack the newest format: the marker does not move while there are any. */
+  held_back_by: string[];
 }
 
 export interface JobTemplate {

@@ -6,7 +6,7 @@ import { Link } from "wouter";
 import { api } from "../api/client";
 import { useLive } from "../live/store";
 import { Empty, ErrorBanner } from "../components/ui";
-import { ago, num, shortId } from "../lib/format";
+import { ago, num, shortId, when } from "../lib/format";
 
 export function Workers() {
   const count = useLive((s) => s.data.stats?.workers);
@@ -90,6 +90,19 @@ function StorageFormat() {
       {unread ? (
         <div className="banner error" role="alert">
           This API's release does not read format {st.format}: it is stopping. Run a release that reads it.
+        </div>
+      ) : null}
+      {st && st.held_back_by.length > 0 && st.format !== String(st.newest) ? (
+        <div className="banner warn" role="status" data-testid="held-back">
+          Format {st.newest} is written once every process reads it.{" "}
+          {st.held_back_by.length === 1 ? "This process reads" : "These processes read"} older formats only:{" "}
+          <span className="mono">{st.held_back_by.join(", ")}</span>.
+        </div>
+      ) : null}
+      {st && st.writable_at && st.format === String(st.newest) && st.writes < st.newest ? (
+        <div className="banner" role="status" data-testid="writable-at">
+          Format {st.format} is written from {when(st.writable_at)}: 30 s after the switch, so that no process of an
+          older release still runs.
         </div>
       ) : null}
       {st && st.unregistered_workers.length > 0 ? (

@@ -99,7 +99,7 @@ describe("Workers page", () => {
   it("shows the storage format and its readers", async () => {
     mockFetch({
       "GET /v1/workers": [200, { workers: [] }],
-      "GET /v1/storage": [200, { format: "1", reads: [1], writes: 1, readers: [reader("api"), reader("worker"), reader("poller")], unregistered_workers: [] }],
+      "GET /v1/storage": [200, { format: "1", reads: [1], newest: 1, writes: 1, readers: [reader("api"), reader("worker"), reader("poller")], unregistered_workers: [], held_back_by: [] }],
     });
     renderAt(<Workers />, "/workers");
     const table = await screen.findByRole("table", { name: "Readers of the storage format" });
@@ -112,15 +112,33 @@ describe("Workers page", () => {
   it("names the workers of a release from before the storage format", async () => {
     mockFetch({
       "GET /v1/workers": [200, { workers: [] }],
-      "GET /v1/storage": [200, { format: "1", reads: [1], writes: 1, readers: [reader("api")], unregistered_workers: ["old-1", "old-2"] }],
+      "GET /v1/storage": [200, { format: "1", reads: [1], newest: 1, writes: 1, readers: [reader("api")], unregistered_workers: ["old-1", "old-2"], held_back_by: [] }],
     });
     renderAt(<Workers />, "/workers");
     expect(await screen.findByTestId("unregistered")).toHaveTextContent("Workers old-1, old-2 are not registered");
   });
+  it("names the processes that hold the next format back, and when it is written", async () => {
+    mockFetch({
+      "GET /v1/workers": [200, { workers: [] }],
+      "GET /v1/storage": [200, { format: "1", reads: [1, 2], newest: 2, writes: 1, readers: [reader("api"), reader("worker")], unregistered_workers: [], held_back_by: ["worker-host-1-ab"] }],
+    });
+    const view = renderAt(<Workers />, "/workers");
+    expect(await screen.findByTestId("held-back")).toHaveTextContent("Format 2 is written once every process reads it. This process reads older formats only: worker-host-1-ab.");
+    expect(screen.queryByTestId("writable-at")).toBeNull();
+    view.unmount();
+    const soon = new Date(Date.now() + 20_000).toISOString();
+    mockFetch({
+      "GET /v1/workers": [200, { workers: [] }],
+      "GET /v1/storage": [200, { format: "2", writable_at: soon, reads: [1, 2], newest: 2, writes: 1, readers: [reader("api")], unregistered_workers: [], held_back_by: [] }],
+    });
+    renderAt(<Workers />, "/workers");
+    expect(await screen.findByTestId("writable-at")).toHaveTextContent("Format 2 is written from");
+    expect(screen.queryByTestId("held-back")).toBeNull();
+  });
   it("says when this API cannot read the format Redis holds", async () => {
     mockFetch({
       "GET /v1/workers": [200, { workers: [] }],
-      "GET /v1/storage": [200, { format: "2", reads: [1], writes: 1, readers: [], unregistered_workers: [] }],
+      "GET /v1/storage": [200, { format: "2", reads: [1], newest: 1, writes: 1, readers: [], unregistered_workers: [], held_back_by: [] }],
     });
     renderAt(<Workers />, "/workers");
     expect(await screen.findByRole("alert")).toHaveTextContent("does not read format 2");
