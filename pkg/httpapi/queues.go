@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/sundialhq/sundial/pkg/job"
@@ -35,7 +34,7 @@ type workerList struct {
 // storageView is GET /v1/storage's answer.
 type storageView struct {
 	Format       string             `json:"format"`
-	WritableAt   *time.Time         `json:"writable_at,omitempty"`
+	WritableAt   *job.Time          `json:"writable_at,omitempty"`
 	Readers      []queue.ReaderInfo `json:"readers"`
 	Unregistered []string           `json:"unregistered_workers"`
 	HeldBackBy   []string           `json:"held_back_by"`
@@ -57,7 +56,12 @@ func (s *Server) storage(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, storageView{Format: st.Format, WritableAt: st.WritableAt, Readers: st.Readers, Unregistered: st.Unregistered,
+	var writableAt *job.Time
+	if st.WritableAt != nil {
+		t := job.Time(*st.WritableAt)
+		writableAt = &t
+	}
+	c.JSON(http.StatusOK, storageView{Format: st.Format, WritableAt: writableAt, Readers: st.Readers, Unregistered: st.Unregistered,
 		HeldBackBy: st.HeldBackBy, Reads: queue.ReadFormats(), Newest: queue.WriteFormat, Writes: s.q.Writing()})
 }
 

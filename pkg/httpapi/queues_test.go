@@ -176,7 +176,7 @@ func TestStorage(t *testing.T) {
 		t.Fatalf("unregistered workers = %#v, want []", st.Unregistered)
 	}
 	// A new Redis: writable at once, nothing holds it back.
-	if st.Newest != queue.WriteFormat || st.WritableAt == nil || st.WritableAt.After(time.Now()) || st.HeldBackBy == nil || len(st.HeldBackBy) != 0 {
+	if st.Newest != queue.WriteFormat || st.WritableAt == nil || time.Time(*st.WritableAt).After(time.Now()) || st.HeldBackBy == nil || len(st.HeldBackBy) != 0 {
 		t.Fatalf("newest %d, writable at %v, held back by %#v", st.Newest, st.WritableAt, st.HeldBackBy)
 	}
 	// A live registration of a release that reads format 1 only is named.
