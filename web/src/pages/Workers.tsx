@@ -100,7 +100,7 @@ function StorageFormat() {
         </div>
       ) : null}
       {st && st.writable_at && st.format === String(st.newest) && st.writes < st.newest ? (
-        <div className="banner" role="status" data-testid="writable-at">
+        <div className="banner info" role="status" data-testid="writable-at">
           Format {st.format} is written from {when(st.writable_at)}: 30 s after the switch, so that no process of an
           older release still runs.
         </div>
