@@ -69,7 +69,7 @@ func runStorage(ctx context.Context, a *app, args []string) error {
 	switch {
 	case len(st.HeldBackBy) > 0 && st.Format != strconv.Itoa(st.Newest):
 		fmt.Fprintf(a.env.stdout, "\nformat %d is written once no process lacks it; these read older formats only: %s\n", st.Newest, strings.Join(st.HeldBackBy, ", "))
-	case st.WritableAt != nil && st.WritableAt.After(time.Now()):
+	case st.WritableAt != nil && st.Format == strconv.Itoa(st.Newest) && st.Writes < st.Newest:
 		fmt.Fprintf(a.env.stdout, "\nformat %s is written from %s (30 s after the switch)\n", st.Format, showTime(st.WritableAt))
 	}
 	return nil

@@ -116,6 +116,7 @@ func New(rdb redis.UniversalClient, opts Options) *Client {
 		rng:         rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 	c.fence.born = time.Now()
+	c.fence.writes.Store(1)
 	return c
 }
 

@@ -73,18 +73,46 @@ func DecodeJob(h map[string]string) *job.Job {
 	return j
 }
 
-// overlayActive puts what a job's active record (the queue's "active"
-// hash, see parse_active in lua/lib.lua) says of its running attempt over
-// the fields of its hash: a claim in storage format 2 writes the attempt,
-// worker and start in the record only, and leaves the hash as it was.
-func overlayActive(h map[string]string, rec string) {
+// activeRecord is a job's entry in its queue's active hash, the record of
+// its running attempt (parse_active in lua/lib.lua reads the same):
+// "<token> <attempt> <type>[ <slots>]" in storage format 1, and
+// "<token> <attempt> <type> <slots> <started ms> <worker>" in format 2.
+type activeRecord struct {
+	Token, Attempt, Type, Slots string
+	// Format2 says the record holds the attempt's start and worker, which
+	// a format-1 claim wrote on the job hash instead.
+	Format2         bool
+	Started, Worker string
+}
+
+// parseActive reads an active-hash entry; ok is false for one too short.
+func parseActive(rec string) (r activeRecord, ok bool) {
 	f := strings.SplitN(rec, " ", 6)
-	if len(f) < 3 || h["id"] == "" {
+	if len(f) < 3 {
+		return r, false
+	}
+	r.Token, r.Attempt, r.Type = f[0], f[1], f[2]
+	if len(f) > 3 {
+		r.Slots = f[3]
+	}
+	if len(f) == 6 {
+		r.Format2, r.Started, r.Worker = true, f[4], f[5]
+	}
+	return r, true
+}
+
+// overlayActive puts what a job's active record says of its running
+// attempt over the fields of its hash: a claim in storage format 2 writes
+// the attempt, worker and start in the record only, and leaves the hash as
+// it was.
+func overlayActive(h map[string]string, rec string) {
+	r, ok := parseActive(rec)
+	if !ok || h["id"] == "" {
 		return
 	}
 	h["state"] = string(job.Active)
-	if len(f) == 6 { // format 2: token attempt type slots started worker
-		h["attempt"], h["started_at"], h["worker_id"] = f[1], f[4], f[5]
+	if r.Format2 {
+		h["attempt"], h["started_at"], h["worker_id"] = r.Attempt, r.Started, r.Worker
 	}
 }
 

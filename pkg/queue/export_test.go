@@ -14,3 +14,9 @@ func SetRegistrationTiming(ttl, renew, retry time.Duration) (restore func()) {
 // SetWriteFormat makes c's claims write storage format f (1 or 2), as a
 // registration does once the gate opened.
 func SetWriteFormat(c *Client, f int) { c.fence.writes.Store(int32(f)) }
+
+// ActiveRecord and ParseActive read an entry of a queue's active hash.
+type ActiveRecord = activeRecord
+
+// ParseActive reads an entry of a queue's active hash.
+func ParseActive(rec string) (ActiveRecord, bool) { return parseActive(rec) }

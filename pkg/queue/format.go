@@ -227,21 +227,11 @@ type fence struct {
 }
 
 // claimFormat is claim.lua's format argument: the format this client writes.
-func (c *Client) claimFormat() string {
-	if c.Writing() == 2 {
-		return "2"
-	}
-	return "1"
-}
+func (c *Client) claimFormat() string { return strconv.Itoa(c.Writing()) }
 
 // Writing returns the storage format the client's claims write now: 1
 // until its registration found the newer one writable (format.go).
-func (c *Client) Writing() int {
-	if c.fence.writes.Load() == 2 {
-		return 2
-	}
-	return 1
-}
+func (c *Client) Writing() int { return int(c.fence.writes.Load()) }
 
 // check returns why a script may not run now, or nil.
 func (f *fence) check() error { return f.checkFor(0) }
@@ -393,7 +383,7 @@ func (r *Registration) setWrites(writable bool) bool {
 	if writable {
 		w = WriteFormat
 	}
-	if old := r.c.fence.writes.Swap(w); old == w || old == 0 && w == 1 { // 0: never set, format 1
+	if r.c.fence.writes.Swap(w) == w {
 		return false
 	}
 	r.log.Info("storage format written by this process", "format", w)

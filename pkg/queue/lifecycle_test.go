@@ -28,7 +28,7 @@ func TestSubmitClaimComplete(t *testing.T) {
 	}
 	// The lease: the job's fencing token in its active record and its
 	// entry in the lease set.
-	if rec, _ := e.q.Redis().HGet(e.ctx, queue.QueueKey("default", "active"), j.ID).Result(); parseActive(rec).token != ls[0].Token || ls[0].Token == "" {
+	if rec, _ := e.q.Redis().HGet(e.ctx, queue.QueueKey("default", "active"), j.ID).Result(); parseActive(rec).Token != ls[0].Token || ls[0].Token == "" {
 		t.Fatalf("active record %q, want the lease's token %q", rec, ls[0].Token)
 	}
 	if _, err := e.q.Redis().ZScore(e.ctx, queue.QueueKey("default", "leases"), j.ID).Result(); err != nil {

@@ -290,10 +290,10 @@ func checkPlaces(t *testing.T, e *env, q string, m *model, step int, op string) 
 		tok, _ := rdb.HGet(ctx, queue.JobKey(q, id), "token").Result()
 		a, _ := rdb.HGet(ctx, queue.QueueKey(q, "active"), id).Result()
 		r := parseActive(a)
-		if (a != "") != (j.State == job.Active) || (a != "" && (r.token == "" || r.attempt != fmt.Sprint(j.Attempt) || r.typ != j.Type)) {
+		if (a != "") != (j.State == job.Active) || (a != "" && (r.Token == "" || r.Attempt != fmt.Sprint(j.Attempt) || r.Type != j.Type)) {
 			t.Fatalf("step %d (%s): job %s in state %s (attempt %d) has active-lease entry %q", step, op, id, j.State, j.Attempt, a)
 		}
-		if wantTok := map[bool]string{true: r.token}[a != "" && !r.format2]; tok != wantTok {
+		if wantTok := map[bool]string{true: r.Token}[a != "" && !r.Format2]; tok != wantTok {
 			t.Fatalf("step %d (%s): job %s in state %s (active entry %q) has fencing token %q on its hash", step, op, id, j.State, a, tok)
 		}
 	}
@@ -304,29 +304,13 @@ func checkPlaces(t *testing.T, e *env, q string, m *model, step int, op string) 
 	}
 }
 
-// activeSlots returns the concurrency slots of an active-lease entry
-// (see parse_active in lua/lib.lua).
-func activeSlots(rec string) string { return parseActive(rec).slots }
+// activeSlots returns the concurrency slots of an active-lease entry.
+func activeSlots(rec string) string { return parseActive(rec).Slots }
 
-// activeRec is an entry of a queue's active hash.
-type activeRec struct {
-	token, attempt, typ, slots string
-	format2                    bool // it also holds the start and worker
-}
-
-// parseActive reads an active-hash entry: "<token> <attempt> <type>[
-// <slots>]" (format 1) or "<token> <attempt> <type> <slots> <started>
-// <worker>" (format 2, slots possibly empty).
-func parseActive(rec string) activeRec {
-	f := strings.Split(rec, " ")
-	var r activeRec
-	if len(f) >= 3 {
-		r.token, r.attempt, r.typ = f[0], f[1], f[2]
-	}
-	if len(f) >= 4 {
-		r.slots = f[3]
-	}
-	r.format2 = len(f) == 6
+// parseActive reads an active-lease entry with the engine's reader (the
+// zero record for none).
+func parseActive(rec string) queue.ActiveRecord {
+	r, _ := queue.ParseActive(rec)
 	return r
 }
 

@@ -14,7 +14,7 @@ if state == 'succeeded' or state == 'dead' or state == 'cancelled' then return {
 -- A job claimed in storage format 2 is active while its K_ACTIVE record
 -- exists; its hash still says queued.
 local extra = {'token', ''}
-local token, attempt, _, slots, started, worker = active_of(id)
+local token, attempt, _, slots, started, worker = running(id)
 if token then
   state = 'active'
   if started then f[3], f[5] = attempt, worker end

@@ -20,15 +20,7 @@ for i = 1, n do
   local b = 7 + (i - 1) * 6
   local id, token, outcome, detail, worker, r = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
   local jk = JOB .. id
-  local cur, attempt, jtype, slots, started, rworker
-  if act[i] then
-    cur, attempt, jtype, slots, started, rworker = parse_active(act[i])
-  else
-    -- No entry: not active, or claimed by a release that kept no K_ACTIVE
-    -- (an upgrade): the job hash decides.
-    local f = redis.call('HMGET', jk, 'state', 'token', 'attempt', 'type')
-    if f[1] == 'active' then cur, attempt, jtype = f[2], f[3], f[4] end
-  end
+  local cur, attempt, jtype, slots, started, rworker = running(id, act[i])
   if cur ~= token then
     out[i] = 'stale'
   else

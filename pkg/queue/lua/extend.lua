@@ -19,25 +19,20 @@ for i = 1, n do
   local b = 5 + 3 * i
   local id, token, progress = ARGV[b], ARGV[b + 1], ARGV[b + 2]
   local jk = JOB .. id
-  local f = redis.call('HMGET', jk, 'state', 'token', 'type', 'attempt', 'worker_id', 'progress_event_at')
-  -- The K_ACTIVE record is the truth (a format-2 claim leaves the hash as it was).
-  local cur, attempt, _, _, started, worker = active_of(id)
-  if cur then
-    f[2], f[4] = cur, attempt
-    if started then f[5] = worker end
-  elseif f[1] ~= 'active' then
-    f[2] = nil
-  end
-  if f[2] == token and redis.call('ZSCORE', K_LEASES, id) then
+  -- The running attempt (a format-2 claim leaves the hash as it was); the
+  -- job hash is read only to record progress.
+  local cur, attempt, jtype, _, _, worker = running(id)
+  if cur and cur == token and redis.call('ZSCORE', K_LEASES, id) then
     leases[#leases + 1] = expiry
     leases[#leases + 1] = id
     if progress ~= '' then
+      local f = redis.call('HMGET', jk, 'worker_id', 'progress_event_at')
       local sep = string.find(progress, '|', 1, true)
       local pct, msg = string.sub(progress, 1, sep - 1), string.sub(progress, sep + 1)
-      redis.call('HSET', jk, 'progress', pct, 'progress_message', msg, 'progress_at', NOW_S, 'progress_attempt', f[4])
-      if pct == '100' or not f[6] or NOW - tonumber(f[6]) >= 1000 then
+      redis.call('HSET', jk, 'progress', pct, 'progress_message', msg, 'progress_at', NOW_S, 'progress_attempt', attempt)
+      if pct == '100' or not f[2] or NOW - tonumber(f[2]) >= 1000 then
         redis.call('HSET', jk, 'progress_event_at', NOW_S)
-        emit(id, f[3], 'progress', 'active', f[4], f[5], '', pct, msg)
+        emit(id, jtype, 'progress', 'active', attempt, worker or f[1], '', pct, msg)
       end
     end
     out[i] = 'ok'

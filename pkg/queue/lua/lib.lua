@@ -475,12 +475,18 @@ local function parse_active(rec)
   return string.match(rec, '^(%S+) (%S+) (%S+) ?(%S*)$')
 end
 
--- active_of reads id's K_ACTIVE record (parse_active's values), or nil
--- when it has none.
-local function active_of(id)
-  local rec = redis.call('HGET', K_ACTIVE, id)
-  if not rec then return nil end
-  return parse_active(rec)
+-- running returns what is known of id's running attempt (parse_active's
+-- values: token, attempt, type, slots, started, worker), or nil when it
+-- runs no attempt. rec is its K_ACTIVE record when the caller read it
+-- already (false: it has none; nil: read it here). Without a record the
+-- job hash decides: an attempt claimed by a release from before K_ACTIVE
+-- holds its token there, with state active (format 1).
+local function running(id, rec)
+  if rec == nil then rec = redis.call('HGET', K_ACTIVE, id) end
+  if rec then return parse_active(rec) end
+  local f = redis.call('HMGET', JOB .. id, 'state', 'token', 'attempt', 'type')
+  if f[1] == 'active' and f[2] and f[2] ~= '' then return f[2], f[3], f[4], '' end
+  return nil
 end
 
 -- attempt_fields returns the job-hash fields a format-2 attempt (started
@@ -661,7 +667,6 @@ local function retry_or_bury(id, f, err, retry, r, event, worker, slots, started
   -- slots: the concurrency slots the attempt holds (nil: look them up)
   -- started: the attempt's start for a format-2 attempt (see attempt_fields), else nil
   local attempt = tonumber(f[2])
-  local extra = attempt_fields(f[2], started, worker)
   end_lease(id, slots)
   redis.call('HINCRBY', K_STATS, 'failed_total', 1)
   count_minute('f', 1)
@@ -675,7 +680,7 @@ local function retry_or_bury(id, f, err, retry, r, event, worker, slots, started
     return 'dead'
   end
   local due = backoff_due(tonumber(f[4]), tonumber(f[5]), attempt, r)
-  redis.call('HSET', JOB .. id, 'last_error', err, 'token', '', 'run_at', ms(due), unpack(extra))
+  redis.call('HSET', JOB .. id, unpack(attempt_fields(f[2], started, worker, {'last_error', err, 'token', '', 'run_at', ms(due)})))
   if due <= NOW then
     make_ready(id, f[6], f[7])
     emit(id, f[1], event, 'queued', attempt, worker, err)

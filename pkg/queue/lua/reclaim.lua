@@ -12,11 +12,8 @@ local limit = tonumber(ARGV[6])
 local ids = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', lease_now(), 'LIMIT', 0, limit)
 local reclaimed = 0
 for i, id in ipairs(ids) do
-  local f = redis.call('HMGET', JOB .. id, 'type', 'attempt', 'max_attempts', 'backoff_base', 'backoff_max', 'priority', 'group', 'worker_id', 'state', 'token')
-  -- Active: its K_ACTIVE record says so (either format), or, without one,
-  -- its job hash (claimed by a release from before K_ACTIVE).
-  local token, attempt, _, slots, started, worker = active_of(id)
-  if not token and f[9] == 'active' and f[10] ~= '' then token, attempt = f[10], f[2] end
+  local f = redis.call('HMGET', JOB .. id, 'type', 'attempt', 'max_attempts', 'backoff_base', 'backoff_max', 'priority', 'group', 'worker_id')
+  local token, attempt, _, slots, started, worker = running(id)
   if f[1] and token then
     f[2] = attempt
     retry_or_bury(id, f, 'lease expired', true, tonumber(ARGV[6 + i]), 'lease_expired', worker or f[8], slots, started)

@@ -8,9 +8,8 @@ local released = 0
 for i = 1, n do
   local id, token = ARGV[5 + 2 * i], ARGV[6 + 2 * i]
   local jk = JOB .. id
-  local f = redis.call('HMGET', jk, 'type', 'attempt', 'priority', 'state', 'token', 'worker_id', 'group')
-  local cur, attempt, _, slots, started, worker = active_of(id)
-  if not cur and f[4] == 'active' then cur, attempt = f[5], f[2] end
+  local f = redis.call('HMGET', jk, 'type', 'priority', 'worker_id', 'group')
+  local cur, attempt, _, slots, started, worker = running(id)
   if f[1] and cur == token then
     attempt = tonumber(attempt) - 1
     end_lease(id, slots)
@@ -20,8 +19,8 @@ for i = 1, n do
     else
       redis.call('HSET', jk, 'state', 'queued', 'attempt', attempt, 'token', '')
     end
-    enqueue(id, f[3], f[7], true)
-    emit(id, f[1], 'queued', 'queued', attempt, worker or f[6], 'released by worker shutdown')
+    enqueue(id, f[2], f[4], true)
+    emit(id, f[1], 'queued', 'queued', attempt, worker or f[3], 'released by worker shutdown')
     released = released + 1
   end
 end
