@@ -81,10 +81,17 @@ func TestRollingUpgrade(t *testing.T) {
 		return startProc(t, bin, append(env, "SUNDIAL_CONCURRENCY=10", "SUNDIAL_WORKER_ID="+id)...)
 	}
 
+	// The old release runs first, as in a rollout: a new process that found
+	// no reader of format 1 only would switch the storage format at once,
+	// and the old processes starting after it would be refused.
 	oldAddr, newAddr := proctest.FreeAddr(t), proctest.FreeAddr(t)
 	oldAPI := startProc(t, filepath.Join(old, "api"), append(env, "SUNDIAL_HTTP_ADDR="+oldAddr)...)
-	startProc(t, binary(t, "api"), append(env, "SUNDIAL_HTTP_ADDR="+newAddr)...)
 	oldPoller := startProc(t, filepath.Join(old, "poller"), env...)
+	queuetest.Eventually(t, 30*time.Second, "the old API and poller registered", func() bool {
+		st, err := q.Storage(ctx, time.Minute)
+		return err == nil && len(st.HeldBackBy) == 2
+	})
+	startProc(t, binary(t, "api"), append(env, "SUNDIAL_HTTP_ADDR="+newAddr)...)
 	startProc(t, binary(t, "poller"), env...)
 	for _, addr := range []string{oldAddr, newAddr} {
 		queuetest.Eventually(t, 30*time.Second, "the API on "+addr, func() bool { return proctest.Ready(http.DefaultClient, "http://"+addr) })
