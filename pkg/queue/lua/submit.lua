@@ -32,6 +32,7 @@ end
 local jobs = {}     -- job i's fields and phase 1's findings (phase 1 only)
 local alias = {}   -- batch id → effective id (itself, or the job a duplicate names)
 local idem_seen = {}
+local NO_FIELDS = {}
 
 local function split(s)
   local t = {}
@@ -106,14 +107,19 @@ for i = 1, n do
     elseif run_at > NOW then state = 'scheduled'
     else state = 'queued' end
     -- Empty optional fields are left out: every field costs on each write.
-    local h = {'id', id, 'queue', QUEUE, 'type', jtype, 'payload', ARGV[b + 2],
+    -- The fixed ones are passed as they are (no table to build per job).
+    local opt = NO_FIELDS
+    if idem ~= '' or deps_s ~= '' or group ~= '' or trace ~= '' then
+      opt = {}
+      if idem ~= '' then opt[#opt + 1] = 'idempotency_key'; opt[#opt + 1] = idem end
+      if deps_s ~= '' then opt[#opt + 1] = 'depends_on'; opt[#opt + 1] = deps_s end
+      if group ~= '' then opt[#opt + 1] = 'group'; opt[#opt + 1] = group end
+      if trace ~= '' then opt[#opt + 1] = 'traceparent'; opt[#opt + 1] = trace end
+    end
+    redis.call('HSET', JOB .. id, 'id', id, 'queue', QUEUE, 'type', jtype, 'payload', ARGV[b + 2],
       'priority', prio, 'state', state, 'attempt', '0', 'max_attempts', ARGV[b + 4], 'timeout', ARGV[b + 5],
-      'backoff_base', ARGV[b + 6], 'backoff_max', ARGV[b + 7], 'run_at', run_at_s, 'created_at', ARGV[b + 9]}
-    if idem ~= '' then h[#h + 1] = 'idempotency_key'; h[#h + 1] = idem end
-    if deps_s ~= '' then h[#h + 1] = 'depends_on'; h[#h + 1] = deps_s end
-    if group ~= '' then h[#h + 1] = 'group'; h[#h + 1] = group end
-    if trace ~= '' then h[#h + 1] = 'traceparent'; h[#h + 1] = trace end
-    redis.call('HSET', JOB .. id, unpack(h))
+      'backoff_base', ARGV[b + 6], 'backoff_max', ARGV[b + 7], 'run_at', run_at_s, 'created_at', ARGV[b + 9],
+      unpack(opt))
     if idem ~= '' then
       redis.call('SET', QK .. 'idem:' .. idem, id, 'PX', idem_ttl)
     end
