@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -506,5 +507,56 @@ func TestCompleteAndClaim(t *testing.T) {
 	want := "[false/started false/started false/succeeded true/started false/started true/succeeded false/failed]"
 	if fmt.Sprint(kinds) != want {
 		t.Fatalf("events = %v\nwant %s", kinds, want)
+	}
+}
+
+// A submit whose jobs have no idempotency key and no dependency skips the
+// script's checking pass (submit.lua): it must write exactly what the
+// checking pass writes. The same specs go in once without keys and once
+// each with one; their hashes must match field for field (but the id and
+// the key), and each job must wait where its twin does.
+func TestSubmitWritesTheSameJobWithOrWithoutChecks(t *testing.T) {
+	e := newEnv(t)
+	later := e.clock.Now().Add(time.Hour)
+	specs := []job.Spec{
+		{Type: "plain"},
+		{Type: "payload", Payload: json.RawMessage(`{"n":1,"s":"x\ty"}`), Priority: job.High},
+		{Type: "later", RunAt: &later, Priority: job.Low, MaxAttempts: ptr(7), TimeoutSeconds: ptr(45),
+			Backoff: &job.Backoff{BaseSeconds: 0.5, MaxSeconds: 90}},
+		{Type: "grouped", Group: "g1", Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+	}
+	plain := e.submit(t, specs...)
+	keyed := make([]job.Spec, len(specs))
+	for i, s := range specs {
+		s.IdempotencyKey = fmt.Sprintf("key-%d", i)
+		keyed[i] = s
+	}
+	checked := e.submit(t, keyed...)
+	rdb := e.srv.Client()
+	for i := range specs {
+		a := rdb.HGetAll(e.ctx, queue.JobKey("default", plain[i].ID)).Val()
+		b := rdb.HGetAll(e.ctx, queue.JobKey("default", checked[i].ID)).Val()
+		if len(a) == 0 {
+			t.Fatalf("job %d: no hash", i)
+		}
+		if a["id"] != plain[i].ID || b["idempotency_key"] != keyed[i].IdempotencyKey {
+			t.Fatalf("job %d: id %q, key %q", i, a["id"], b["idempotency_key"])
+		}
+		delete(a, "id")
+		delete(b, "id")
+		delete(b, "idempotency_key")
+		if !maps.Equal(a, b) {
+			t.Errorf("job %d (%s): without checks %v, with checks %v", i, specs[i].Type, a, b)
+		}
+		if ga, gb := e.get(t, plain[i].ID), e.get(t, checked[i].ID); ga.State != gb.State {
+			t.Errorf("job %d: state %s, with checks %s", i, ga.State, gb.State)
+		}
+	}
+	st, err := e.q.Stats(e.ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[0].Queued["high"] != 2 || st[0].Scheduled != 2 {
+		t.Fatalf("stats %+v: want 2 high queued and 2 scheduled", st[0])
 	}
 }

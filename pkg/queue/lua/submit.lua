@@ -43,8 +43,8 @@ end
 
 -- Phase 1 has work only where a job has an idempotency key or
 -- dependencies. Without any (most submits), the jobs are written in one
--- pass straight from ARGV: phase 1's tables were a quarter of a one-job
--- submit's script time.
+-- pass straight from ARGV: phase 1's tables were about a sixth of a
+-- one-job submit's script time (docs/scaling.md).
 local checks = dry_run
 for i = 1, n do
   local b = base + (i - 1) * S
