@@ -178,8 +178,24 @@ func appendFloat(b []byte, f float64) ([]byte, error) {
 }
 
 // appendTime appends t in TimeLayout, quoted (what Time.MarshalJSON writes).
+// Years 0 to 9999 are written digit by digit, the same bytes as
+// time.Time.AppendFormat at about a fifth of its cost (a job answer holds
+// two times or more; TestAppendTimeMatchesAppendFormat compares them);
+// other years go through AppendFormat.
 func appendTime(b []byte, t time.Time) []byte {
-	b = append(b, '"')
-	b = t.UTC().AppendFormat(b, TimeLayout)
-	return append(b, '"')
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		b = append(b, '"')
+		b = t.AppendFormat(b, TimeLayout)
+		return append(b, '"')
+	}
+	hour, minute, sec := t.Clock()
+	ms := t.Nanosecond() / 1e6 // ".000" truncates, as here
+	return append(b, '"',
+		byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-',
+		byte('0'+int(month)/10), byte('0'+int(month)%10), '-', byte('0'+day/10), byte('0'+day%10), 'T',
+		byte('0'+hour/10), byte('0'+hour%10), ':', byte('0'+minute/10), byte('0'+minute%10), ':',
+		byte('0'+sec/10), byte('0'+sec%10), '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10),
+		'Z', '"')
 }

@@ -2,6 +2,7 @@ package job
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -45,5 +46,31 @@ func TestTimesMarshalInOneFormat(t *testing.T) {
 	b, _ = json.Marshal(Job{ID: "y"})
 	if strings.Contains(string(b), "started_at") || strings.Contains(string(b), "finished_at") {
 		t.Errorf("unset optional times appear: %s", b)
+	}
+}
+
+// appendTime writes years 0 to 9999 by hand: byte for byte what
+// time.Time.AppendFormat writes in TimeLayout, for any instant, zone and
+// precision, and for the years around and beyond the hand-written range.
+func TestAppendTimeMatchesAppendFormat(t *testing.T) {
+	r := rand.New(rand.NewPCG(14, 27))
+	zones := []*time.Location{time.UTC, time.FixedZone("CET", 3600), time.FixedZone("odd", -(9*3600 + 30*60 + 17))}
+	years := []int{-1, 0, 1, 9, 99, 999, 1000, 1969, 1970, 2026, 9998, 9999, 10000, 12345}
+	check := func(at time.Time) {
+		t.Helper()
+		want := `"` + at.UTC().Format(TimeLayout) + `"`
+		if got := string(appendTime(nil, at)); got != want {
+			t.Fatalf("appendTime(%v) = %s, want %s", at, got, want)
+		}
+	}
+	for _, y := range years {
+		for _, z := range zones {
+			check(time.Date(y, time.January, 1, 0, 0, 0, 0, z))
+			check(time.Date(y, time.December, 31, 23, 59, 59, 999999999, z))
+		}
+	}
+	for range 20000 {
+		at := time.Unix(r.Int64N(253402300800+2*86400)-86400, r.Int64N(1e9)).In(zones[r.IntN(len(zones))])
+		check(at)
 	}
 }
