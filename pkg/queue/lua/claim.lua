@@ -108,23 +108,20 @@ local function take(id, f)
   local token = ms(next_token())
   if expiry == nil then expiry = ms(lease_now() + ttl) end
   local attempt = tostring(tonumber(f[3]) + 1)
-  local rec = token .. ' ' .. attempt .. ' ' .. f[1]
-  local held_slots = false
-  if picks and #picks > 0 then
-    local held = gate.take(picks, id .. ':' .. token)
-    if held ~= '' then
-      rec = rec .. ' ' .. held
-      held_slots = true
-    end
-  end
+  local held = ''
+  if picks and #picks > 0 then held = gate.take(picks, id .. ':' .. token) end
   leases[#leases + 1] = expiry
   leases[#leases + 1] = id
   actives[#actives + 1] = id
+  -- The record (parse_active's forms), built in one concatenation.
   if format2 then
-    if not held_slots then rec = rec .. ' ' end
-    actives[#actives + 1] = rec .. ' ' .. NOW_S .. ' ' .. worker
+    actives[#actives + 1] = token .. ' ' .. attempt .. ' ' .. f[1] .. ' ' .. held .. ' ' .. NOW_S .. ' ' .. worker
   else
-    actives[#actives + 1] = rec
+    if held ~= '' then
+      actives[#actives + 1] = token .. ' ' .. attempt .. ' ' .. f[1] .. ' ' .. held
+    else
+      actives[#actives + 1] = token .. ' ' .. attempt .. ' ' .. f[1]
+    end
     redis.call('HSET', JOB .. id, 'state', 'active', 'attempt', attempt, 'token', token,
       'worker_id', worker, 'started_at', NOW_S)
   end

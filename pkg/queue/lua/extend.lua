@@ -15,13 +15,17 @@ local n = tonumber(ARGV[7])
 local expiry = lease_now() + ttl
 local out = {}
 local leases = {}
+-- The running attempts: one HMGET of the active records for the batch (a
+-- format-2 claim leaves the hash as it was); the job hash is read only to
+-- record progress.
+local ids = {}
+for i = 1, n do ids[i] = ARGV[5 + 3 * i] end
+local act = hmget_chunked(K_ACTIVE, ids)
 for i = 1, n do
   local b = 5 + 3 * i
   local id, token, progress = ARGV[b], ARGV[b + 1], ARGV[b + 2]
   local jk = JOB .. id
-  -- The running attempt (a format-2 claim leaves the hash as it was); the
-  -- job hash is read only to record progress.
-  local cur, attempt, jtype, _, _, worker = running(id)
+  local cur, attempt, jtype, _, _, worker = running(id, act[i])
   if cur and cur == token and redis.call('ZSCORE', K_LEASES, id) then
     leases[#leases + 1] = expiry
     leases[#leases + 1] = id
