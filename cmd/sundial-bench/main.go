@@ -230,6 +230,7 @@ func benchDrain(ctx context.Context, rdb *redis.Client, o options) {
 	c := queue.New(rdb, queue.Options{})
 	submitBatches(ctx, c, build(q, o.jobs, nil))
 	cmdsBefore := commandCount(ctx, rdb)
+	profBefore := redisProfile(ctx, rdb)
 	start := time.Now()
 	stop := runWorkers(rdb, o, q, func(context.Context, *job.Job) (any, error) { return nil, nil })
 	ok := waitDone(ctx, c, q, int64(o.jobs), 5*time.Minute)
@@ -242,6 +243,77 @@ func benchDrain(ctx context.Context, rdb *redis.Client, o options) {
 	}
 	fmt.Printf("drain:          %d no-op jobs in %v = %.0f jobs/s (concurrency %d); %.2f Redis commands per job (incl. stats polling)\n",
 		o.jobs, el.Round(time.Millisecond), float64(o.jobs)/el.Seconds(), o.concurrency, float64(cmds)/float64(o.jobs))
+	redisProfile(ctx, rdb).since(profBefore).print(o.jobs)
+}
+
+// profile is what Redis reports of its own work: CPU seconds (user+sys)
+// and, per command, calls and microseconds (INFO commandstats; a script's
+// commands count both in the script's time and on their own).
+type profile struct {
+	cpu   float64
+	calls map[string]int64
+	usec  map[string]int64
+}
+
+// redisProfile reads the profile now; zero on error (the figures are then
+// not printed meaningfully, but the bench goes on).
+func redisProfile(ctx context.Context, rdb *redis.Client) profile {
+	p := profile{calls: map[string]int64{}, usec: map[string]int64{}}
+	info, err := rdb.Info(ctx, "cpu", "commandstats").Result()
+	if err != nil {
+		return p
+	}
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		if k, v, ok := strings.Cut(line, ":"); ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
+			var f float64
+			fmt.Sscan(v, &f)
+			p.cpu += f
+		}
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
+		if !ok || !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			var n int64
+			fmt.Sscan(v, &n)
+			switch k {
+			case "calls":
+				p.calls[name] = n
+			case "usec":
+				p.usec[name] = n
+			}
+		}
+	}
+	return p
+}
+
+// since is the difference p − before.
+func (p profile) since(before profile) profile {
+	d := profile{cpu: p.cpu - before.cpu, calls: map[string]int64{}, usec: map[string]int64{}}
+	for k, v := range p.calls {
+		if n := v - before.calls[k]; n > 0 {
+			d.calls[k] = n
+			d.usec[k] = p.usec[k] - before.usec[k]
+		}
+	}
+	return d
+}
+
+// print writes the profile per job: Redis CPU, then each command's calls
+// and time, most time first.
+func (p profile) print(jobs int) {
+	n := float64(jobs)
+	fmt.Printf("                Redis CPU %.1f µs per job (user+sys, every client included)\n", p.cpu*1e6/n)
+	names := make([]string, 0, len(p.calls))
+	for k := range p.calls {
+		names = append(names, k)
+	}
+	slices.SortFunc(names, func(a, b string) int { return int(p.usec[b] - p.usec[a]) })
+	for _, k := range names {
+		fmt.Printf("                %-16s %6.3f calls  %6.2f µs per job  (%.1f µs per call)\n", k, float64(p.calls[k])/n, float64(p.usec[k])/n, float64(p.usec[k])/float64(p.calls[k]))
+	}
 }
 
 // commandCount reads Redis' total processed commands (each script call

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,8 +49,9 @@ func TestStorageFormatGate(t *testing.T) {
 
 	// At start.
 	srv := queuetest.Start(t)
-	srv.Client().HSet(ctx, "sundial:{.storage}:format", "format", "3")
-	refused(start(srv), "3")
+	unread := strconv.Itoa(queue.WriteFormat + 1)
+	srv.Client().HSet(ctx, "sundial:{.storage}:format", "format", unread)
+	refused(start(srv), unread)
 	if n := srv.Client().ZCard(ctx, "sundial:{.storage}:readers").Val(); n != 0 {
 		t.Fatalf("%d refused processes are registered", n)
 	}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -179,7 +180,7 @@ func TestRollingUpgrade(t *testing.T) {
 		return false
 	})
 	// The old release registers as a reader of format 1 only, which keeps
-	// the gate to format 2 shut: the marker stays at 1 and the new
+	// the gate to the newest format shut: the marker stays at 1 and the new
 	// processes write format 1 (docs/engine.md, "Storage format").
 	queuetest.Eventually(t, 10*time.Second, "the old release registered, reading format 1 only", func() bool {
 		st, err := q.Storage(ctx, time.Minute)
@@ -224,20 +225,21 @@ func TestRollingUpgrade(t *testing.T) {
 
 	// The rollout ends: the old API stops; the old worker's registration
 	// (killed, so never removed) lapses. The new processes then move the
-	// marker to 2 and write it one registration lifetime later; the old
-	// release is refused from then on.
+	// marker to the newest format and write it one registration lifetime
+	// later; the old release is refused from then on.
 	oldAPI.Signal(syscall.SIGTERM, 10*time.Second)
-	queuetest.Eventually(t, 90*time.Second, "the marker to move to format 2", func() bool {
+	newest := strconv.Itoa(queue.WriteFormat)
+	queuetest.Eventually(t, 90*time.Second, "the marker to move to the newest format", func() bool {
 		st, err := q.Storage(ctx, time.Minute)
-		return err == nil && st.Format == "2"
+		return err == nil && st.Format == newest
 	})
-	queuetest.Eventually(t, 90*time.Second, "every process to write format 2", func() bool {
+	queuetest.Eventually(t, 90*time.Second, "every process to write the newest format", func() bool {
 		st, err := q.Storage(ctx, time.Minute)
 		if err != nil || len(st.Readers) == 0 {
 			return false
 		}
 		for _, r := range st.Readers {
-			if r.Writes != 2 {
+			if r.Writes != queue.WriteFormat {
 				return false
 			}
 		}
@@ -248,7 +250,7 @@ func TestRollingUpgrade(t *testing.T) {
 		after[i] = sleep
 	}
 	late := submit(t, q, after)
-	queuetest.Eventually(t, 30*time.Second, "a job running under a format-2 claim", func() bool {
+	queuetest.Eventually(t, 30*time.Second, "a job running under a claim of format 2 or later", func() bool {
 		recs, _ := rdb.HVals(ctx, queue.QueueKey("default", "active")).Result()
 		return slices.ContainsFunc(recs, func(r string) bool { return strings.Count(r, " ") == 5 })
 	})
@@ -265,9 +267,9 @@ func TestRollingUpgrade(t *testing.T) {
 	select {
 	case <-again.Done():
 	case <-time.After(60 * time.Second):
-		t.Fatal("the old worker runs against storage format 2")
+		t.Fatal("the old worker runs against the newest storage format")
 	}
-	if code := again.ExitCode(); code != 1 || !strings.Contains(again.Output(), "storage format 2") {
+	if code := again.ExitCode(); code != 1 || !strings.Contains(again.Output(), "storage format "+newest) {
 		t.Fatalf("the old worker exited %d; want 1, saying the format (output:\n%s)", code, again.Output())
 	}
 }

@@ -123,7 +123,7 @@ var fieldHints = map[string]map[string]any{
 	"StreamEventMessage.kind":      {"const": "event"},
 	"StreamStats.kind":             {"const": "stats"},
 	"StreamStats.workers":          {"description": "Live workers."},
-	"Storage.format":               {"description": "The storage format the Redis holds (its marker): \"1\" until the processes move it to \"2\" once no live reader lacks format 2."},
+	"Storage.format":               {"description": "The storage format the Redis holds (its marker): \"1\" until the processes move it to a newer one (this release writes \"3\") once no live reader lacks it."},
 	"Storage.reads":                {"description": "The formats this API's release reads."},
 	"Storage.writes":               {"description": "The format this API writes now: 1 until the marker moved to 2 and its writable_at passed, then 2."},
 	"Storage.newest":               {"description": "The newest format this API's release writes, once every live process reads it."},

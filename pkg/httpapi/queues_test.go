@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -158,15 +159,15 @@ func TestWorkers(t *testing.T) {
 }
 
 // The running API is a registered reader of the storage format, and
-// GET /v1/storage shows it with the marker, which a new Redis has at format
-// 2 at once: no reader lacks it. (The marker moving is
+// GET /v1/storage shows it with the marker, which a new Redis has at the
+// newest format at once: no reader lacks it. (The marker moving is
 // queue.TestMarkerMovingStopsARegisteredProcess and e2e's
 // TestStorageFormatGate.)
 func TestStorage(t *testing.T) {
 	a := start(t)
 	var st storageView
 	a.do("GET", "/v1/storage", nil).decode(t, http.StatusOK, &st)
-	if st.Format != "2" || st.Writes != queue.WriteFormat || !slices.Equal(st.Reads, queue.ReadFormats()) {
+	if st.Format != strconv.Itoa(queue.WriteFormat) || st.Writes != queue.WriteFormat || !slices.Equal(st.Reads, queue.ReadFormats()) {
 		t.Fatalf("%+v", st)
 	}
 	if len(st.Readers) != 1 || st.Readers[0].Role != "api" || st.Readers[0].PID != os.Getpid() {

@@ -76,7 +76,7 @@ func DecodeJob(h map[string]string) *job.Job {
 // activeRecord is a job's entry in its queue's active hash, the record of
 // its running attempt (parse_active in lua/lib.lua reads the same):
 // "<token> <attempt> <type>[ <slots>]" in storage format 1, and
-// "<token> <attempt> <type> <slots> <started ms> <worker>" in format 2.
+// "<token> <attempt> <type> <slots> <started ms> <worker>" in formats 2 and 3.
 type activeRecord struct {
 	Token, Attempt, Type, Slots string
 	// Format2 says the record holds the attempt's start and worker, which

@@ -1,6 +1,12 @@
 package queue
 
-import "time"
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // SetRegistrationTiming replaces the registration's lifetime and renewal
 // intervals (format.go) until the returned function restores them. Tests
@@ -11,7 +17,30 @@ func SetRegistrationTiming(ttl, renew, retry time.Duration) (restore func()) {
 	return func() { readerTTL, renewEvery, retryEvery = oldTTL, oldRenew, oldRetry }
 }
 
-// SetWriteFormat makes c's claims write storage format f (1 or 2), as a
+// Leases counts the lease entries of queue, storage format 3's padding
+// entry left out.
+func Leases(ctx context.Context, rdb redis.Cmdable, queue string) (int64, error) {
+	return rdb.ZCount(ctx, keysFor(queue).key(kLeases), "-inf", "("+padScore).Result()
+}
+
+// ActiveRecords counts the records of queue's active hash, storage format
+// 3's padding entry left out.
+func ActiveRecords(ctx context.Context, rdb redis.Cmdable, queue string) (int64, error) {
+	fields, err := rdb.HKeys(ctx, keysFor(queue).active()).Result()
+	n := int64(0)
+	for _, f := range fields {
+		if !IsPadding(f) {
+			n++
+		}
+	}
+	return n, err
+}
+
+// IsPadding tells whether a member of a lease set or a field of an active
+// hash is storage format 3's padding entry (PAD in lua/lib.lua), not a job.
+func IsPadding(member string) bool { return strings.HasPrefix(member, "~") }
+
+// SetWriteFormat makes c's claims write storage format f (1 to 3), as a
 // registration does once the gate opened.
 func SetWriteFormat(c *Client, f int) { c.fence.writes.Store(int32(f)) }
 
@@ -20,3 +49,6 @@ type ActiveRecord = activeRecord
 
 // ParseActive reads an entry of a queue's active hash.
 func ParseActive(rec string) (ActiveRecord, bool) { return parseActive(rec) }
+
+// PaddingScore is the lease-set score of storage format 3's padding entry.
+const PaddingScore = padScore

@@ -37,27 +37,33 @@ import (
 // against processes whose registration Redis lost (a restart without
 // persistence, a failover).
 //
-// Format 2 (this release's) keeps a running attempt's token, number, worker
-// and start in the queue's active record only: a claim writes nothing on
-// the job hash. A process writes it only once the gate opened: the marker
-// moved to 2 (switchFormat, tried by every registered process while no
-// live reader lacks format 2 and no worker of a release from before the
-// registry is alive) and the marker's writable_at has passed, ReaderTTL
-// after the move, so that every process of an older release has either
-// renewed and been refused, or stopped running scripts by its own clock.
-// Where no process of an older release was ever seen (a new deployment)
-// the format is writable at once (lua/switch.lua). Until then, and on a
-// client that never registered, claims write format 1.
+// Format 2 keeps a running attempt's token, number, worker and start in
+// the queue's active record only: a claim writes nothing on the job hash.
+// Format 3 (this release's) is format 2 with a padding entry in the lease
+// set and the active hash (lua/lib.lua, PAD), which an older release would
+// count as a running job. A process writes the newest format only once the
+// gate opened: the marker moved to it (switchFormat, tried by every
+// registered process while no live reader lacks the format and no worker
+// of a release from before the registry is alive) and the marker's
+// writable_at has passed, ReaderTTL after the move, so that every process
+// of an older release has either renewed and been refused, or stopped
+// running scripts by its own clock. Where no process of an older release
+// was ever seen (a new deployment) the format is writable at once
+// (lua/switch.lua). Until then a process writes the marker's format while
+// that is writable, and keeps writing what it wrote while the marker moves
+// on (every live process reads it); on a client that never registered,
+// and one whose first registration found no format writable, claims write
+// format 1.
 const (
-	// WriteFormat is the newest storage format this release writes; it
-	// writes it once the gate opened, format 1 before.
-	WriteFormat = 2
+	// WriteFormat is the newest storage format this release writes, once
+	// the gate to it opened.
+	WriteFormat = 3
 	// ReaderTTL is how long a registration lasts unrenewed.
 	ReaderTTL = 30 * time.Second
 )
 
 // readFormats are the storage formats this release reads.
-var readFormats = []int{1, 2}
+var readFormats = []int{1, 2, 3}
 
 // ReadFormats returns the storage formats this release reads.
 func ReadFormats() []int { return slices.Clone(readFormats) }
@@ -220,8 +226,8 @@ type fence struct {
 	regs    atomic.Int32 // open registrations
 	until   atomic.Int64 // live until born+until (ns)
 	refused atomic.Pointer[FormatError]
-	// writes is the storage format the client's claims write: 2 once a
-	// renewal found format 2 writable, 1 otherwise (and on a client that
+	// writes is the storage format the client's claims write: the
+	// newest one a renewal found writable, 1 before (and on a client that
 	// never registered).
 	writes atomic.Int32
 }
@@ -363,11 +369,12 @@ func (r *Registration) renew(ctx context.Context) {
 			}
 			failing, delay = false, renewEvery
 			format, _ := res[1].(string)
+			marker, _ := strconv.Atoi(format)
 			writable := res[2] == int64(1)
-			if format != strconv.Itoa(WriteFormat) {
-				writable = r.switchFormat(ctx)
+			if marker != WriteFormat && r.switchFormat(ctx) {
+				marker, writable = WriteFormat, true
 			}
-			if r.setWrites(writable) {
+			if r.setWrites(marker, writable) {
 				delay = 0 // renew at once: the registry shows the format written
 				continue
 			}
@@ -376,12 +383,17 @@ func (r *Registration) renew(ctx context.Context) {
 	}
 }
 
-// setWrites makes the client write format 2 when writable, else format 1,
-// and tells whether that changed.
-func (r *Registration) setWrites(writable bool) bool {
-	w := int32(1)
-	if writable {
-		w = WriteFormat
+// setWrites sets the format the client writes from the marker's format
+// and whether it is writable, and tells whether that changed. A writable
+// marker's format is written. While a move has not settled (the gate),
+// the format written before goes on, being below the marker; a marker
+// below what the client writes (a Redis that lost its data, where an
+// older release may register again) brings it down to format 1, the one
+// every release reads.
+func (r *Registration) setWrites(marker int, writable bool) bool {
+	w := int32(marker)
+	if !writable {
+		w = max(1, min(r.c.fence.writes.Load(), int32(marker-1)))
 	}
 	if r.c.fence.writes.Swap(w) == w {
 		return false

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -134,14 +135,14 @@ func TestFormatsMixInOneQueue(t *testing.T) {
 		name     string
 		claimed  int
 		noRecord bool
-	}{{"format 1", 1, false}, {"format 2", 2, false}, {"format 1 before the active hash", 1, true}} {
+	}{{"format 1", 1, false}, {"format 2", 2, false}, {"format 3", 3, false}, {"format 1 before the active hash", 1, true}} {
 		claimed := c.claimed
 		for _, en := range ends {
 			t.Run(c.name+"/"+en.name, func(t *testing.T) {
 				e := newEnv(t)
 				other := queue.New(e.srv.Client(), queue.Options{Now: e.clock.Now, LeaseClock: e.clock.Now, LeaseTTL: 11 * time.Second, LeaseGrace: time.Second})
 				queue.SetWriteFormat(e.q, claimed)
-				queue.SetWriteFormat(other, 3-claimed)
+				queue.SetWriteFormat(other, map[int]int{1: queue.WriteFormat, 2: 1, 3: 1}[claimed])
 				j := e.submit(t, job.Spec{Type: "t", MaxAttempts: ptr(3), Backoff: &job.Backoff{}})[0]
 				l := e.claim(t, "default", 1)
 				if len(l) != 1 {
@@ -164,7 +165,7 @@ func TestFormatsMixInOneQueue(t *testing.T) {
 				if got.State != en.state || got.Attempt != en.attempt || got.WorkerID != en.worker && en.worker != "" {
 					t.Fatalf("job = state %s attempt %d worker %q, want %s %d %q", got.State, got.Attempt, got.WorkerID, en.state, en.attempt, en.worker)
 				}
-				n, err := e.srv.Client().HLen(e.ctx, "sundial:{default}:active").Result()
+				n, err := queue.ActiveRecords(e.ctx, e.srv.Client(), "default")
 				if wantRunning := en.state == job.Active && !c.noRecord; err != nil || (n == 1) != wantRunning {
 					t.Fatalf("%d active records left (%v)", n, err)
 				}
@@ -186,15 +187,16 @@ func TestFormatsMixInOneQueue(t *testing.T) {
 	}
 }
 
-// The gate: a process writes format 2 only once no live process lacks it.
-// A Redis where no older release was ever seen opens at once, jobs or
-// not; a Redis with a registered reader of format 1 keeps it shut, and
-// once that reader is gone the marker moves and the format becomes
+// The gate: a process writes the newest format only once no live process
+// lacks it. A Redis where no older release was ever seen opens at once,
+// jobs or not; a Redis with a registered reader of format 1 keeps it shut,
+// and once that reader is gone the marker moves and the format becomes
 // writable one registration lifetime later. Not parallel: it shortens the
 // package's registration timing.
 func TestStorageFormatGateOpens(t *testing.T) {
 	defer queue.SetRegistrationTiming(time.Second, 50*time.Millisecond, 50*time.Millisecond)()
 	ctx := context.Background()
+	newest := strconv.Itoa(queue.WriteFormat)
 
 	// A new deployment, whose producer submitted before any worker started.
 	srv := queuetest.Start(t)
@@ -203,10 +205,10 @@ func TestStorageFormatGateOpens(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, reg := q.Register(ctx, "worker", nil)
-	if q.Writing() != 2 {
-		t.Fatalf("on a new Redis the first registration writes format %d, want 2", q.Writing())
+	if q.Writing() != queue.WriteFormat {
+		t.Fatalf("on a new Redis the first registration writes format %d, want %d", q.Writing(), queue.WriteFormat)
 	}
-	if st, _ := q.Storage(ctx, time.Minute); st.Format != "2" || len(st.Readers) != 1 || st.Readers[0].Writes != 2 {
+	if st, _ := q.Storage(ctx, time.Minute); st.Format != newest || len(st.Readers) != 1 || st.Readers[0].Writes != queue.WriteFormat {
 		t.Fatalf("storage = %+v", st)
 	}
 	reg.Close()
@@ -218,30 +220,87 @@ func TestStorageFormatGateOpens(t *testing.T) {
 	if err := submitOne(ctx, q); err != nil {
 		t.Fatal(err)
 	}
-	old := func(live bool) {
+	old := olderRelease(ctx, rdb, "old", "[1]")
+	old(true)
+	_, reg = q.Register(ctx, "worker", nil)
+	defer reg.Close()
+	heldBack(t, q, reg, "1", 1, "a reader of format 1 alive")
+	old(false) // it stopped without removing its entry: it lapsed
+	settles(t, q, rdb, 1)
+}
+
+// olderRelease returns a function that registers (live) or lapses (not
+// live) a process of an older release that reads the formats in reads (a
+// JSON list), as its registration would.
+func olderRelease(ctx context.Context, rdb *redis.Client, id, reads string) func(live bool) {
+	return func(live bool) {
 		exp := time.Now().Add(time.Hour)
 		if !live {
 			exp = time.Now().Add(-time.Second)
 		}
-		rdb.ZAdd(ctx, readersKey, redis.Z{Score: float64(exp.UnixMilli()), Member: "old"})
-		rdb.HSet(ctx, "sundial:{.storage}:reader-info", "old", `{"id":"old","reads":[1],"writes":1}`)
+		rdb.ZAdd(ctx, readersKey, redis.Z{Score: float64(exp.UnixMilli()), Member: id})
+		rdb.HSet(ctx, "sundial:{.storage}:reader-info", id, `{"id":"`+id+`","reads":`+reads+`,"writes":1}`)
 	}
-	old(true)
-	_, reg = q.Register(ctx, "worker", nil)
-	defer reg.Close()
-	heldBack(t, q, reg, "a reader of format 1 alive")
-	old(false) // it stopped without removing its entry: it lapsed
-	queuetest.Eventually(t, 10*time.Second, "the marker to move to 2", func() bool {
-		return rdb.HGet(ctx, formatKey, "format").Val() == "2"
+}
+
+// settles waits for the marker to move to the newest format, and asserts
+// that q goes on writing format before until one registration lifetime
+// (1 s here) later, then writes the newest.
+func settles(t *testing.T, q *queue.Client, rdb *redis.Client, before int) {
+	t.Helper()
+	ctx := context.Background()
+	queuetest.Eventually(t, 10*time.Second, "the marker to move to the newest format", func() bool {
+		return rdb.HGet(ctx, formatKey, "format").Val() == strconv.Itoa(queue.WriteFormat)
 	})
 	moved := time.Now()
-	if q.Writing() != 1 {
-		t.Fatal("the format is written at once after the marker moved, not one registration lifetime later")
+	if q.Writing() != before {
+		t.Fatalf("the process writes format %d once the marker moved, want %d until the move settles", q.Writing(), before)
 	}
-	queuetest.Eventually(t, 10*time.Second, "the process to write format 2", func() bool { return q.Writing() == 2 })
+	queuetest.Eventually(t, 10*time.Second, "the process to write the newest format", func() bool { return q.Writing() == queue.WriteFormat })
 	if waited := time.Since(moved); waited < 900*time.Millisecond {
-		t.Fatalf("format 2 was written %v after the marker moved, want the registration lifetime (1s)", waited)
+		t.Fatalf("format %d was written %v after the marker moved, want the registration lifetime (1s)", queue.WriteFormat, waited)
 	}
+}
+
+// The step from format 2: while a release that reads formats 1 and 2 runs,
+// a process of this one writes format 2 (the marker's, writable), not 1;
+// once that release is gone the marker moves on, format 2 goes on until
+// the move settles, then format 3 is written.
+func TestStorageFormatGateStepsFromFormat2(t *testing.T) {
+	defer queue.SetRegistrationTiming(time.Second, 50*time.Millisecond, 50*time.Millisecond)()
+	ctx := context.Background()
+	srv := queuetest.Start(t)
+	rdb := srv.Client()
+	// What the release before left: format 2, writable for an hour now.
+	rdb.HSet(ctx, formatKey, "format", "2", "moved_at", "1", "writable_at", "1", "held_back_at", "1")
+	old := olderRelease(ctx, rdb, "previous", "[1,2]")
+	old(true)
+	q := queue.New(rdb, queue.Options{})
+	_, reg := q.Register(ctx, "worker", nil)
+	defer reg.Close()
+	heldBack(t, q, reg, "2", 2, "a reader of formats 1 and 2 alive")
+	old(false)
+	settles(t, q, rdb, 2)
+}
+
+// A Redis that lost its data (no persistence, a restart) has no marker;
+// a release that reads format 1 only may register there again, so a
+// process writing the newest format steps down to format 1.
+func TestStorageFormatStepsDownWhenTheMarkerIsGone(t *testing.T) {
+	defer queue.SetRegistrationTiming(time.Second, 50*time.Millisecond, 50*time.Millisecond)()
+	ctx := context.Background()
+	srv := queuetest.Start(t)
+	rdb := srv.Client()
+	q := queue.New(rdb, queue.Options{})
+	_, reg := q.Register(ctx, "worker", nil)
+	defer reg.Close()
+	if q.Writing() != queue.WriteFormat {
+		t.Fatalf("writes format %d on a new Redis, want %d", q.Writing(), queue.WriteFormat)
+	}
+	rdb.FlushAll(ctx)
+	olderRelease(ctx, rdb, "old", "[1]")(true)
+	queuetest.Eventually(t, 10*time.Second, "the process to write format 1", func() bool { return q.Writing() == 1 })
+	heldBack(t, q, reg, "1", 1, "a reader of format 1 alive")
 }
 
 // Workers of a release from before the registry heartbeat but never
@@ -258,19 +317,19 @@ func TestStorageFormatGateWaitsForUnregisteredWorkers(t *testing.T) {
 	}
 	_, reg := q.Register(ctx, "poller", nil)
 	defer reg.Close()
-	heldBack(t, q, reg, "an unregistered worker alive")
+	heldBack(t, q, reg, "1", 1, "an unregistered worker alive")
 	if err := q.Unregister(ctx, w.ID); err != nil {
 		t.Fatal(err)
 	}
 	queuetest.Eventually(t, 10*time.Second, "the marker to move once the worker is gone", func() bool {
-		return rdb.HGet(ctx, formatKey, "format").Val() == "2"
+		return rdb.HGet(ctx, formatKey, "format").Val() == strconv.Itoa(queue.WriteFormat)
 	})
 }
 
-// heldBack asserts that the gate stays shut (the marker at format 1, q
-// writing format 1) over five renewals of reg, each of which tried to move
-// the marker.
-func heldBack(t *testing.T, q *queue.Client, reg *queue.Registration, why string) {
+// heldBack asserts that the gate stays shut (the marker at marker, q
+// writing format writes) over five renewals of reg, each of which tried to
+// move the marker.
+func heldBack(t *testing.T, q *queue.Client, reg *queue.Registration, marker string, writes int, why string) {
 	t.Helper()
 	ctx := context.Background()
 	renewals := map[time.Time]bool{}
@@ -279,7 +338,7 @@ func heldBack(t *testing.T, q *queue.Client, reg *queue.Registration, why string
 		if err != nil {
 			return false
 		}
-		if st.Format != "1" || q.Writing() != 1 {
+		if st.Format != marker || q.Writing() != writes {
 			t.Fatalf("with %s the marker is %q and the process writes %d", why, st.Format, q.Writing())
 		}
 		for _, r := range st.Readers {
@@ -289,4 +348,54 @@ func heldBack(t *testing.T, q *queue.Client, reg *queue.Registration, why string
 		}
 		return len(renewals) >= 5
 	})
+}
+
+// Format 3 keeps a padding entry in the lease set and the active hash, so
+// that both stay in Redis' hash-table encodings at any number of running
+// jobs; nothing that counts or reclaims leases sees it, and it stays when
+// the last job ends (the keys would be deleted, and come back small).
+func TestFormat3PadsTheLeaseSetAndTheActiveHash(t *testing.T) {
+	e := newEnv(t)
+	rdb := e.srv.Client()
+	leases, active := queue.QueueKey("default", "leases"), queue.QueueKey("default", "active")
+	e.submit(t, job.Spec{Type: "t"}, job.Spec{Type: "t"}, job.Spec{Type: "t"})
+	ls := e.claim(t, "default", 3)
+	if len(ls) != 3 {
+		t.Fatalf("claimed %d", len(ls))
+	}
+	if enc := rdb.ObjectEncoding(e.ctx, leases).Val(); enc != "skiplist" {
+		t.Fatalf("lease set of 3 running jobs encoded as %q, want skiplist", enc)
+	}
+	if enc := rdb.ObjectEncoding(e.ctx, active).Val(); enc != "hashtable" {
+		t.Fatalf("active hash of 3 running jobs encoded as %q, want hashtable", enc)
+	}
+	st, err := e.q.Stats(e.ctx, "default")
+	if err != nil || st[0].Active != 3 {
+		t.Fatalf("stats count %+v active (%v), want 3", st, err)
+	}
+	// A lease clock an hour on: every lease expired, the padding not.
+	e.clock.Advance(time.Hour)
+	n, next, err := e.q.Reclaim(e.ctx, "default", 10)
+	if err != nil || n != 3 || !next.IsZero() {
+		t.Fatalf("reclaim = %d, next %v, %v; want 3 and no next expiry", n, next, err)
+	}
+	ls = e.claim(t, "default", 3)
+	outs := make([]queue.Outcome, len(ls))
+	for i, l := range ls {
+		outs[i] = queue.Outcome{ID: l.Job.ID, Token: l.Token, Kind: queue.OutcomeSucceeded}
+	}
+	for i, s := range e.complete(t, "default", outs...) {
+		if s != queue.StatusSucceeded {
+			t.Fatalf("job %d: %s", i, s)
+		}
+	}
+	if st, _ := e.q.Stats(e.ctx, "default"); st[0].Active != 0 {
+		t.Fatalf("stats count %d active jobs after every job ended", st[0].Active)
+	}
+	if _, next, _ := e.q.Reclaim(e.ctx, "default", 10); !next.IsZero() {
+		t.Fatalf("reclaim reports a next expiry %v with no lease", next)
+	}
+	if rdb.ZCard(e.ctx, leases).Val() != 1 || rdb.HLen(e.ctx, active).Val() != 1 {
+		t.Fatal("the padding did not stay when the last job ended")
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -49,9 +50,9 @@ func TestRegisterRecordsAndRemovesTheReader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A new Redis: no reader lacks format 2, so the marker moved to it.
-	if st.Format != "2" || len(st.Readers) != 1 {
-		t.Fatalf("storage = %+v, want format 2 and one reader", st)
+	// A new Redis: no reader lacks the newest format, so the marker moved to it.
+	if st.Format != strconv.Itoa(queue.WriteFormat) || len(st.Readers) != 1 {
+		t.Fatalf("storage = %+v, want format %d and one reader", st, queue.WriteFormat)
 	}
 	r := st.Readers[0]
 	if r.ID != reg.ID() || r.Role != "worker" || !slices.Equal(r.Reads, queue.ReadFormats()) || r.Writes != queue.WriteFormat {
@@ -139,7 +140,7 @@ func TestStorageNamesUnregisteredWorkers(t *testing.T) {
 // read: the registration fails, its context ends, and no script runs.
 func TestRegisterRefusesAFormatItDoesNotRead(t *testing.T) {
 	t.Parallel()
-	for _, marker := range []string{"3", "garbage"} {
+	for _, marker := range []string{strconv.Itoa(queue.WriteFormat + 1), "garbage"} {
 		t.Run(marker, func(t *testing.T) {
 			srv := queuetest.Start(t)
 			rdb := srv.Client()
@@ -185,14 +186,15 @@ func TestMarkerMovingStopsARegisteredProcess(t *testing.T) {
 	if err := submitOne(ctx, q); err != nil {
 		t.Fatal(err)
 	}
-	rdb.HSet(ctx, formatKey, "format", "3")
+	next := strconv.Itoa(queue.WriteFormat + 1)
+	rdb.HSet(ctx, formatKey, "format", next)
 	select {
 	case <-rctx.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the registered context did not end after the marker moved")
 	}
 	var fe *queue.FormatError
-	if !errors.As(context.Cause(rctx), &fe) || fe.Format != "3" {
+	if !errors.As(context.Cause(rctx), &fe) || fe.Format != next {
 		t.Fatalf("cause = %v", context.Cause(rctx))
 	}
 	if err := submitOne(ctx, q); !errors.As(err, &fe) {

@@ -72,6 +72,10 @@ func (k *queueKeys) tput(sec int64) string { return k.tag + "tput:" + itoa(sec) 
 // active is the hash of the queue's running attempts (K_ACTIVE in lua/lib.lua).
 func (k *queueKeys) active() string { return k.tag + "active" }
 
+// padScore is the lease-set score of storage format 3's padding entry
+// (PAD_SCORE in lua/lib.lua): no lease's expiry reaches it.
+const padScore = "9007199254740991"
+
 // EventStreamKey returns the Redis stream that holds queue's job events.
 func EventStreamKey(queue string) string { return keysFor(queue).key(kEvents) }
 

@@ -57,7 +57,7 @@ func TestSubmitClaimComplete(t *testing.T) {
 	if st[0] != queue.StatusStale {
 		t.Fatalf("second complete = %v", st)
 	}
-	if n, _ := e.q.Redis().ZCard(e.ctx, queue.QueueKey("default", "leases")).Result(); n != 0 {
+	if n, _ := queue.Leases(e.ctx, e.q.Redis(), "default"); n != 0 {
 		t.Fatal("lease entry left behind after completion")
 	}
 	var kinds []string

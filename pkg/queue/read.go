@@ -148,7 +148,7 @@ func (c *Client) stats(ctx context.Context, queues []string, window int64) ([]Qu
 			normal:  pipe.LLen(ctx, k.key(kNormal)),
 			low:     pipe.LLen(ctx, k.key(kLow)),
 			sched:   pipe.ZCard(ctx, k.key(kScheduled)),
-			active:  pipe.ZCard(ctx, k.key(kLeases)),
+			active:  pipe.ZCount(ctx, k.key(kLeases), "-inf", "("+padScore), // not the padding
 			waiting: pipe.ZCard(ctx, k.key(kWaiting)),
 			dead:    pipe.ZCard(ctx, k.key(kDead)),
 			paused:  pipe.Exists(ctx, k.key(kPaused)),

@@ -5,9 +5,11 @@
 --         (its order is kept: types guard a claim, queues route work).
 -- ARGV[10] the storage format to write: '2' keeps the attempt's token,
 --         number, worker and start in its K_ACTIVE record only, and writes
---         nothing on the job hash; anything else is format 1, which also
---         writes them on the hash (see parse_active in lib.lua). A client
---         passes '2' only once every live process reads it (format.go).
+--         nothing on the job hash; '3' does the same and also writes PAD
+--         (lib.lua) into K_LEASES and K_ACTIVE; anything else is format 1,
+--         which also writes them on the hash (see parse_active in
+--         lib.lua). A client passes a format only once every live process
+--         reads it (format.go).
 -- Each claimed job moves from its priority list into the lease set in this
 -- script: only a job found queued and without a K_ACTIVE record is taken
 -- (the exclusion a SET NX would give: an active job is never queued), it
@@ -36,7 +38,8 @@ local n = tonumber(ARGV[6])
 local need = n
 local worker = ARGV[7]
 local ttl = tonumber(ARGV[8])
-local format2 = ARGV[10] == '2'
+local format2 = ARGV[10] == '2' or ARGV[10] == '3'
+local pad = ARGV[10] == '3'
 local types = nil
 if ARGV[9] and ARGV[9] ~= '' then
   types = {}
@@ -202,6 +205,14 @@ if gate then gate.flush() end
 if #leases == 0 then
   if not popped then redis.call('DEL', K_SIGNAL) end
   return out
+end
+if pad then
+  -- Written with every claim: a key whose last entry went is deleted, and
+  -- one of the same score or value costs one lookup to write again.
+  leases[#leases + 1] = PAD_SCORE
+  leases[#leases + 1] = PAD
+  actives[#actives + 1] = PAD
+  actives[#actives + 1] = PAD
 end
 call_chunked('ZADD', K_LEASES, leases)
 call_chunked('HSET', K_ACTIVE, actives)

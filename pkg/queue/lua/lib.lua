@@ -33,6 +33,16 @@ local K_TOMB -- hash: id → priority of cancelled ids still in a priority list
 -- claim, removed wherever the lease entry is), so that completing a batch
 -- checks every token with one HMGET instead of reading each job's hash.
 local K_ACTIVE
+-- PAD is the padding entry of storage format 3: a member of K_LEASES
+-- (scored PAD_SCORE, ~year 287,000, so it never expires) and a field of
+-- K_ACTIVE. Longer than Redis' listpack limit for a member or value (64
+-- bytes), it keeps both keys in their hash-table encodings, whose
+-- inserts, lookups and removals cost the same at any size; a listpack of
+-- 50 running jobs costs a scan and a copy of itself per job written
+-- (docs/engine.md, "Storage format"). Job ids are ULIDs, never "~…"; as
+-- a value it has no space, which no active record lacks (parse_active).
+local PAD = '~padding:keeps-this-key-in-its-hash-table-encoding(docs/engine.md,storage-format-3)'
+local PAD_SCORE = '9007199254740991'
 -- The flow-control keys (see "Limits" below).
 local K_LIMITS, K_LIMUSE, K_LIMSTAT, K_TIMERS
 -- The events of this call (see emit).

@@ -7,11 +7,13 @@
 -- run again. Each expired lease counts as an attempt:
 -- the job is retried with backoff, or goes dead when its attempts are
 -- exhausted; a 'lease_expired' event is recorded either way.
--- Returns {reclaimed, earliest remaining lease expiry ms or -1}.
+-- Returns {reclaimed, earliest remaining lease expiry ms or -1}; PAD (lib.lua)
+-- is no lease.
 local limit = tonumber(ARGV[6])
 local ids = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', lease_now(), 'LIMIT', 0, limit)
 local reclaimed = 0
 for i, id in ipairs(ids) do
+  if id == PAD then break end -- a lease clock override past PAD_SCORE (tests)
   local f = redis.call('HMGET', JOB .. id, 'type', 'attempt', 'max_attempts', 'backoff_base', 'backoff_max', 'priority', 'group', 'worker_id')
   local token, attempt, _, slots, started, worker = running(id)
   if f[1] and token then
@@ -23,4 +25,5 @@ for i, id in ipairs(ids) do
   end
 end
 local nxt = redis.call('ZRANGE', K_LEASES, 0, 0, 'WITHSCORES')
+if nxt[1] == PAD then nxt[2] = nil end
 return {reclaimed, nxt[2] or '-1'}

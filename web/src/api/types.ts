@@ -121,7 +121,7 @@ export interface Reader {
 
 /** GET /v1/storage: the storage format Redis holds and its live readers. */
 export interface Storage {
-  /** The format marker's value ("1" until the processes move it to "2" once no live reader lacks it). */
+  /** The format marker's value ("1" until the processes move it to a newer one once no live reader lacks it). */
   format: string;
   /** When the marker's format became, or becomes, writable; absent while it never moved. */
   writable_at?: string;
