@@ -27,7 +27,10 @@ import (
 // the engine's code. Move it to the newest landing whenever the scripts, or
 // what the engine writes to Redis, change, so that every change is checked
 // against the release it replaces.
-const previousRelease = "275ff1745ac4a386716ef66c3ef1816e539aa925"
+const previousRelease = "b9466f5a2fe6dfd9bbee5adddfae76767b853c0a"
+
+// oldFormat is the newest storage format previousRelease writes.
+const oldFormat = "2"
 
 // oldServices builds the api, worker and poller of commit, taken from this
 // repository's history, and returns the directory holding them. Without
@@ -83,8 +86,10 @@ func TestRollingUpgrade(t *testing.T) {
 	}
 
 	// The old release runs first, as in a rollout: a new process that found
-	// no reader of format 1 only would switch the storage format at once,
-	// and the old processes starting after it would be refused.
+	// no reader lacking the newest format would switch the storage format
+	// at once, and the old processes starting after it would be refused.
+	// The old release reads formats 1 and 2, and on this new Redis moves
+	// the marker to 2 at once.
 	oldAddr, newAddr := proctest.FreeAddr(t), proctest.FreeAddr(t)
 	oldAPI := startProc(t, filepath.Join(old, "api"), append(env, "SUNDIAL_HTTP_ADDR="+oldAddr)...)
 	oldPoller := startProc(t, filepath.Join(old, "poller"), env...)
@@ -179,13 +184,22 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		return false
 	})
-	// The old release registers as a reader of format 1 only, which keeps
-	// the gate to the newest format shut: the marker stays at 1 and the new
-	// processes write format 1 (docs/engine.md, "Storage format").
-	queuetest.Eventually(t, 10*time.Second, "the old release registered, reading format 1 only", func() bool {
+	// The old release registers as a reader of formats 1 and 2, which keeps
+	// the gate to the newest format shut: the marker stays at 2, and the new
+	// processes write format 2, the marker's (docs/engine.md, "Storage
+	// format").
+	queuetest.Eventually(t, 10*time.Second, "the old release registered, reading formats 1 and 2, the new writing 2", func() bool {
 		st, err := q.Storage(ctx, time.Minute)
-		return err == nil && st.Format == "1" && len(st.Unregistered) == 0 && slices.ContainsFunc(st.Readers, func(r queue.ReaderInfo) bool {
-			return r.Role == "worker" && slices.Equal(r.Reads, []int{1})
+		if err != nil || st.Format != oldFormat || len(st.Unregistered) != 0 {
+			return false
+		}
+		for _, r := range st.Readers {
+			if slices.Contains(r.Reads, queue.WriteFormat) && r.Writes != 2 {
+				return false
+			}
+		}
+		return slices.ContainsFunc(st.Readers, func(r queue.ReaderInfo) bool {
+			return r.Role == "worker" && slices.Equal(r.Reads, []int{1, 2})
 		})
 	})
 	oldWorker.Kill()
@@ -219,7 +233,7 @@ func TestRollingUpgrade(t *testing.T) {
 		t.Fatalf("the releases did not share the work: %v", ranOn)
 	}
 	t.Logf("%d jobs, finished by worker: %v, leases expired: %d", len(want), ranOn, countEvents(t, counts, "lease_expired"))
-	if st, err := q.Storage(ctx, time.Minute); err != nil || st.Format != "1" {
+	if st, err := q.Storage(ctx, time.Minute); err != nil || st.Format != oldFormat {
 		t.Fatalf("storage = %+v, %v; the marker moved while the old release ran", st, err)
 	}
 

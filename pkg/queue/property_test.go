@@ -308,6 +308,19 @@ func checkPlaces(t *testing.T, e *env, q string, m *model, step int, op string) 
 			running++
 		}
 	}
+	// Every job a dependents set names is waiting (complete.lua settles
+	// dependents only while the queue has a waiting job).
+	sets, err := rdb.Keys(ctx, queue.QueueKey(q, "dependents:*")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range sets {
+		for _, d := range rdb.SMembers(ctx, set).Val() {
+			if _, err := rdb.ZScore(ctx, queue.QueueKey(q, "waiting"), d).Result(); err != nil {
+				t.Fatalf("step %d (%s): %s names %s, which is not waiting", step, op, set, d)
+			}
+		}
+	}
 	// The queue's count of active jobs leaves storage format 3's padding out.
 	st, err := e.q.Stats(ctx, q)
 	if err != nil {

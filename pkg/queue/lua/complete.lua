@@ -14,7 +14,7 @@ local ids = {}
 for i = 1, n do ids[i] = ARGV[7 + (i - 1) * 6] end
 local act = hmget_chunked(K_ACTIVE, ids)
 -- Batched writes for the successes: one ZREM, HDEL and ZADD in all.
-local done_ids, fin, deps_keys = {}, {}, {}
+local done_ids, fin = {}, {}
 local freed = {} -- concurrency slots the successes held: slot → count
 for i = 1, n do
   local b = 7 + (i - 1) * 6
@@ -29,7 +29,6 @@ for i = 1, n do
       done_ids[#done_ids + 1] = id
       fin[#fin + 1] = NOW_S
       fin[#fin + 1] = id
-      deps_keys[#deps_keys + 1] = QK .. 'dependents:' .. id
       if started then
         -- Format 2: no token on the hash to clear (a format-1 attempt's
         -- end cleared it).
@@ -53,11 +52,18 @@ if succeeded > 0 then
   call_chunked('HDEL', K_ACTIVE, done_ids)
   call_chunked('ZADD', K_FIN, fin)
   free_slot_counts(freed)
-  -- Dependents: one EXISTS for the batch; only a job that has some is
-  -- looked at (the usual batch has none).
+  -- Dependents. Every job in a dependents set waits in K_WAIT (submit
+  -- adds it to both; release and cancel_waiting in lib.lua take it out
+  -- of both), so a queue with no waiting job has none to settle: one
+  -- EXISTS decides for the usual queue. Otherwise one EXISTS over the
+  -- batch's dependents sets, and only a job that has some is looked at.
   local any = 0
-  for c = 1, #deps_keys, CHUNK do
-    any = any + redis.call('EXISTS', unpack(deps_keys, c, math.min(c + CHUNK - 1, #deps_keys)))
+  if redis.call('EXISTS', K_WAIT) == 1 then
+    local deps_keys = {}
+    for k, id in ipairs(done_ids) do deps_keys[k] = QK .. 'dependents:' .. id end
+    for c = 1, #deps_keys, CHUNK do
+      any = any + redis.call('EXISTS', unpack(deps_keys, c, math.min(c + CHUNK - 1, #deps_keys)))
+    end
   end
   if any > 0 then
     local queued = 0
