@@ -95,10 +95,13 @@ local function call_chunked(cmd, key, list)
 end
 
 -- hmget_chunked is HMGET key over fields in chunks of CHUNK: the values
--- in order, false for a missing field.
+-- in order, false for a missing field. A batch of one chunk (the usual)
+-- is the reply itself, not a copy.
 local function hmget_chunked(key, fields)
-  local out = {}
   local n = #fields
+  if n == 0 then return {} end
+  if n <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local out = {}
   for c = 1, n, CHUNK do
     local r = redis.call('HMGET', key, unpack(fields, c, math.min(c + CHUNK - 1, n)))
     for k = 1, #r do out[c + k - 1] = r[k] end

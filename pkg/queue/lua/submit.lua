@@ -116,9 +116,12 @@ for i = 1, n do
       if group ~= '' then opt[#opt + 1] = 'group'; opt[#opt + 1] = group end
       if trace ~= '' then opt[#opt + 1] = 'traceparent'; opt[#opt + 1] = trace end
     end
-    redis.call('HSET', JOB .. id, 'id', id, 'queue', QUEUE, 'type', jtype, 'payload', ARGV[b + 2],
-      'priority', prio, 'state', state, 'attempt', '0', 'max_attempts', ARGV[b + 4], 'timeout', ARGV[b + 5],
-      'backoff_base', ARGV[b + 6], 'backoff_max', ARGV[b + 7], 'run_at', run_at_s, 'created_at', ARGV[b + 9],
+    -- In the order a claim reads them (claim.lua's FIELDS) and a success
+    -- writes them, first: a small hash is one flat list that Redis scans
+    -- from its start for every field it reads or writes.
+    redis.call('HSET', JOB .. id, 'state', state, 'attempt', '0', 'type', jtype, 'payload', ARGV[b + 2],
+      'max_attempts', ARGV[b + 4], 'timeout', ARGV[b + 5], 'priority', prio, 'created_at', ARGV[b + 9],
+      'run_at', run_at_s, 'id', id, 'queue', QUEUE, 'backoff_base', ARGV[b + 6], 'backoff_max', ARGV[b + 7],
       unpack(opt))
     if idem ~= '' then
       redis.call('SET', QK .. 'idem:' .. idem, id, 'PX', idem_ttl)
