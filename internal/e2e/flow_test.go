@@ -129,13 +129,13 @@ func TestLimitsAcrossWorkerProcesses(t *testing.T) {
 				return
 			default:
 			}
-			recs, err := rdb.HVals(ctx, queue.QueueKey("flow", "active")).Result()
+			recs, err := rdb.HGetAll(ctx, queue.QueueKey("flow", "active")).Result()
 			if err != nil {
 				continue
 			}
 			n := int64(0)
-			for _, r := range recs {
-				if strings.Fields(r)[2] == "sundial.sleep" {
+			for id, r := range recs {
+				if runs(id, r, "sundial.sleep") {
 					n++
 				}
 			}
@@ -160,8 +160,12 @@ func TestLimitsAcrossWorkerProcesses(t *testing.T) {
 	queuetest.Eventually(t, 30*time.Second, "a worker running a limited job", func() bool {
 		recs, _ := rdb.HGetAll(ctx, queue.QueueKey("flow", "active")).Result()
 		for id, r := range recs {
-			if strings.Fields(r)[2] == "sundial.sleep" {
-				victim = rdb.HGet(ctx, queue.JobKey("flow", id), "worker_id").Val()
+			if runs(id, r, "sundial.sleep") {
+				// The running attempt's worker: in the active record since
+				// storage format 2, which Get reads.
+				if j, err := q.Get(ctx, id); err == nil {
+					victim = j.WorkerID
+				}
 				if workers[victim] != nil {
 					return true
 				}
@@ -327,4 +331,12 @@ func TestGroupsTakeTurnsAcrossWorkers(t *testing.T) {
 		t.Fatalf("the big tenant started %d jobs while the small one's 10 waited (%d never started)", bigStarts, smallLeft)
 	}
 	t.Logf("the small tenant's 10 jobs started within %d ms of their submit, among %d of the big tenant's (backlog %d)", lastMS-firstMS, bigStarts, len(big))
+}
+
+// runs tells whether the entry id → rec of a queue's active hash is a
+// running job of type jtype: "<token> <attempt> <type> …" (docs/engine.md).
+// Storage format 3's padding entry ("~…") is no job.
+func runs(id, rec, jtype string) bool {
+	f := strings.Fields(rec)
+	return !strings.HasPrefix(id, "~") && len(f) >= 3 && f[2] == jtype
 }

@@ -265,7 +265,7 @@ func TestRollingUpgrade(t *testing.T) {
 	}
 	late := submit(t, q, after)
 	queuetest.Eventually(t, 30*time.Second, "a job running under a claim of format 2 or later", func() bool {
-		recs, _ := rdb.HVals(ctx, queue.QueueKey("default", "active")).Result()
+		recs, _ := rdb.HVals(ctx, queue.QueueKey("default", "active")).Result() // the padding has no space
 		return slices.ContainsFunc(recs, func(r string) bool { return strings.Count(r, " ") == 5 })
 	})
 	for _, j := range late {

@@ -262,20 +262,28 @@ func settles(t *testing.T, q *queue.Client, rdb *redis.Client, before int) {
 	}
 }
 
+// gateRedis starts a Redis for a test of the gate, with the package's
+// registration timing shortened (1 s lifetime, 50 ms renewals) until the
+// test ends, and a client of it that has not registered. Tests that call
+// it must not run in parallel with others that register.
+func gateRedis(t *testing.T) (*redis.Client, *queue.Client) {
+	t.Helper()
+	t.Cleanup(queue.SetRegistrationTiming(time.Second, 50*time.Millisecond, 50*time.Millisecond))
+	rdb := queuetest.Start(t).Client()
+	return rdb, queue.New(rdb, queue.Options{})
+}
+
 // The step from format 2: while a release that reads formats 1 and 2 runs,
 // a process of this one writes format 2 (the marker's, writable), not 1;
 // once that release is gone the marker moves on, format 2 goes on until
 // the move settles, then format 3 is written.
 func TestStorageFormatGateStepsFromFormat2(t *testing.T) {
-	defer queue.SetRegistrationTiming(time.Second, 50*time.Millisecond, 50*time.Millisecond)()
 	ctx := context.Background()
-	srv := queuetest.Start(t)
-	rdb := srv.Client()
-	// What the release before left: format 2, writable for an hour now.
+	rdb, q := gateRedis(t)
+	// What the release before left: format 2, writable long ago.
 	rdb.HSet(ctx, formatKey, "format", "2", "moved_at", "1", "writable_at", "1", "held_back_at", "1")
 	old := olderRelease(ctx, rdb, "previous", "[1,2]")
 	old(true)
-	q := queue.New(rdb, queue.Options{})
 	_, reg := q.Register(ctx, "worker", nil)
 	defer reg.Close()
 	heldBack(t, q, reg, "2", 2, "a reader of formats 1 and 2 alive")
@@ -287,11 +295,8 @@ func TestStorageFormatGateStepsFromFormat2(t *testing.T) {
 // a release that reads format 1 only may register there again, so a
 // process writing the newest format steps down to format 1.
 func TestStorageFormatStepsDownWhenTheMarkerIsGone(t *testing.T) {
-	defer queue.SetRegistrationTiming(time.Second, 50*time.Millisecond, 50*time.Millisecond)()
 	ctx := context.Background()
-	srv := queuetest.Start(t)
-	rdb := srv.Client()
-	q := queue.New(rdb, queue.Options{})
+	rdb, q := gateRedis(t)
 	_, reg := q.Register(ctx, "worker", nil)
 	defer reg.Close()
 	if q.Writing() != queue.WriteFormat {
@@ -306,11 +311,8 @@ func TestStorageFormatStepsDownWhenTheMarkerIsGone(t *testing.T) {
 // Workers of a release from before the registry heartbeat but never
 // register: while one is alive the marker does not move.
 func TestStorageFormatGateWaitsForUnregisteredWorkers(t *testing.T) {
-	defer queue.SetRegistrationTiming(time.Second, 50*time.Millisecond, 50*time.Millisecond)()
 	ctx := context.Background()
-	srv := queuetest.Start(t)
-	rdb := srv.Client()
-	q := queue.New(rdb, queue.Options{})
+	rdb, q := gateRedis(t)
 	w := queue.WorkerInfo{ID: "ancient", Hostname: "elsewhere", PID: 7, Queues: []string{"default"}, ActiveJobs: []string{}, StartedAt: time.Now()}
 	if err := q.Heartbeat(ctx, w, time.Minute); err != nil {
 		t.Fatal(err)
