@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -231,6 +232,7 @@ func benchDrain(ctx context.Context, rdb *redis.Client, o options) {
 	submitBatches(ctx, c, build(q, o.jobs, nil))
 	cmdsBefore := commandCount(ctx, rdb)
 	profBefore := redisProfile(ctx, rdb)
+	cpuBefore := processCPU()
 	start := time.Now()
 	stop := runWorkers(rdb, o, q, func(context.Context, *job.Job) (any, error) { return nil, nil })
 	ok := waitDone(ctx, c, q, int64(o.jobs), 5*time.Minute)
@@ -243,7 +245,18 @@ func benchDrain(ctx context.Context, rdb *redis.Client, o options) {
 	}
 	fmt.Printf("drain:          %d no-op jobs in %v = %.0f jobs/s (concurrency %d); %.2f Redis commands per job (incl. stats polling)\n",
 		o.jobs, el.Round(time.Millisecond), float64(o.jobs)/el.Seconds(), o.concurrency, float64(cmds)/float64(o.jobs))
+	fmt.Printf("                this process (workers, poller, the bench's polling) %.1f µs of CPU per job\n",
+		(processCPU()-cpuBefore).Seconds()*1e6/float64(o.jobs))
 	redisProfile(ctx, rdb).since(profBefore).print(o.jobs)
+}
+
+// processCPU is the CPU time this process used so far (user+system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // profile is what Redis reports of its own work: CPU seconds (user+sys)
