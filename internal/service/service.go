@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strconv"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
@@ -57,7 +59,8 @@ func Main(name string, run func(ctx context.Context, env *Env) error) {
 	}
 	log := cfg.Logger(os.Stderr).With("service", name)
 	slog.SetDefault(log)
-	log.Info("starting", cfg.Effective(nil)...)
+	gc := tuneGC(os.LookupEnv)
+	log.Info("starting", append(cfg.Effective(nil), "gogc", gc)...)
 	rdb, err := config.NewRedis(cfg.RedisURL)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sundial %s: SUNDIAL_REDIS_URL: %v\n", name, err)
@@ -77,4 +80,24 @@ func Main(name string, run func(ctx context.Context, env *Env) error) {
 		os.Exit(1)
 	}
 	log.Info("exited cleanly")
+}
+
+// DefaultGCPercent is the services' garbage-collection target (Go's GOGC)
+// when GOGC is not set. Go's default, 100, collects once the heap grows
+// by its live size; the API's live heap is a few MB while a 1000-job
+// batch request allocates about as much, so at 100 it collected every
+// few requests: at 200 the API spent 5.0 instead of 7.0 ms of CPU per
+// 1000-job request (28 % less) for 6 MB more peak memory
+// (docs/scaling.md, "The REST submit path").
+const DefaultGCPercent = 200
+
+// tuneGC sets the garbage-collection target to DefaultGCPercent unless
+// GOGC is set (lookup reads the environment), and returns the target in
+// effect, as GOGC would spell it.
+func tuneGC(lookup func(string) (string, bool)) string {
+	if v, ok := lookup("GOGC"); ok {
+		return v
+	}
+	debug.SetGCPercent(DefaultGCPercent)
+	return strconv.Itoa(DefaultGCPercent)
 }
