@@ -230,7 +230,6 @@ func benchDrain(ctx context.Context, rdb *redis.Client, o options) {
 	defer cleanup()
 	c := queue.New(rdb, queue.Options{})
 	submitBatches(ctx, c, build(q, o.jobs, nil))
-	cmdsBefore := commandCount(ctx, rdb)
 	profBefore := redisProfile(ctx, rdb)
 	cpuBefore := processCPU()
 	start := time.Now()
@@ -238,16 +237,16 @@ func benchDrain(ctx context.Context, rdb *redis.Client, o options) {
 	ok := waitDone(ctx, c, q, int64(o.jobs), 5*time.Minute)
 	el := time.Since(start)
 	stop()
-	cmds := commandCount(ctx, rdb) - cmdsBefore
+	prof := redisProfile(ctx, rdb).since(profBefore)
 	if !ok {
 		fmt.Printf("drain:          did not finish in 5 minutes\n")
 		return
 	}
 	fmt.Printf("drain:          %d no-op jobs in %v = %.0f jobs/s (concurrency %d); %.2f Redis commands per job (incl. stats polling)\n",
-		o.jobs, el.Round(time.Millisecond), float64(o.jobs)/el.Seconds(), o.concurrency, float64(cmds)/float64(o.jobs))
+		o.jobs, el.Round(time.Millisecond), float64(o.jobs)/el.Seconds(), o.concurrency, float64(prof.commands())/float64(o.jobs))
 	fmt.Printf("                this process (workers, poller, the bench's polling) %.1f µs of CPU per job\n",
 		(processCPU()-cpuBefore).Seconds()*1e6/float64(o.jobs))
-	redisProfile(ctx, rdb).since(profBefore).print(o.jobs)
+	prof.print(o.jobs)
 }
 
 // processCPU is the CPU time this process used so far (user+system).
@@ -314,6 +313,16 @@ func (p profile) since(before profile) profile {
 	return d
 }
 
+// commands counts the commands of the profile (a script call once, plus
+// the commands it runs).
+func (p profile) commands() int64 {
+	n := int64(0)
+	for _, c := range p.calls {
+		n += c
+	}
+	return n
+}
+
 // print writes the profile per job: Redis CPU, then each command's calls
 // and time, most time first.
 func (p profile) print(jobs int) {
@@ -327,23 +336,6 @@ func (p profile) print(jobs int) {
 	for _, k := range names {
 		fmt.Printf("                %-16s %6.3f calls  %6.2f µs per job  (%.1f µs per call)\n", k, float64(p.calls[k])/n, float64(p.usec[k])/n, float64(p.usec[k])/float64(p.calls[k]))
 	}
-}
-
-// commandCount reads Redis' total processed commands (each script call
-// counts once, plus the commands it runs).
-func commandCount(ctx context.Context, rdb *redis.Client) int64 {
-	info, err := rdb.Info(ctx, "stats").Result()
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_commands_processed:"); ok {
-			var n int64
-			fmt.Sscan(v, &n)
-			return n
-		}
-	}
-	return 0
 }
 
 func percentiles(d []time.Duration) string {
