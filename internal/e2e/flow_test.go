@@ -335,8 +335,8 @@ func TestGroupsTakeTurnsAcrossWorkers(t *testing.T) {
 
 // runs tells whether the entry id → rec of a queue's active hash is a
 // running job of type jtype: "<token> <attempt> <type> …" (docs/engine.md).
-// Storage format 3's padding entry ("~…") is no job.
+// Storage format 3's padding entry is no job.
 func runs(id, rec, jtype string) bool {
 	f := strings.Fields(rec)
-	return !strings.HasPrefix(id, "~") && len(f) >= 3 && f[2] == jtype
+	return !queue.IsPadding(id) && len(f) >= 3 && f[2] == jtype
 }

@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,10 +34,6 @@ func ActiveRecords(ctx context.Context, rdb redis.Cmdable, queue string) (int64,
 	}
 	return n, err
 }
-
-// IsPadding tells whether a member of a lease set or a field of an active
-// hash is storage format 3's padding entry (PAD in lua/lib.lua), not a job.
-func IsPadding(member string) bool { return strings.HasPrefix(member, "~") }
 
 // SetWriteFormat makes c's claims write storage format f (1 to 3), as a
 // registration does once the gate opened.

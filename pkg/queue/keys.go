@@ -76,6 +76,11 @@ func (k *queueKeys) active() string { return k.tag + "active" }
 // (PAD_SCORE in lua/lib.lua): no lease's expiry reaches it.
 const padScore = "9007199254740991"
 
+// IsPadding tells whether a member of a queue's lease set or a field of
+// its active hash is storage format 3's padding entry (PAD in
+// lua/lib.lua) rather than a job: job ids never start with "~".
+func IsPadding(member string) bool { return len(member) > 0 && member[0] == '~' }
+
 // EventStreamKey returns the Redis stream that holds queue's job events.
 func EventStreamKey(queue string) string { return keysFor(queue).key(kEvents) }
 
