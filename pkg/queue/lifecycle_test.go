@@ -560,3 +560,58 @@ func TestSubmitWritesTheSameJobWithOrWithoutChecks(t *testing.T) {
 		t.Fatalf("stats %+v: want 2 high queued and 2 scheduled", st[0])
 	}
 }
+
+// TestSubmitSharesProfilesAndNamesDuplicatesByPosition checks the submit
+// call's compact form (submit.lua): jobs that share their fixed fields are
+// sent with one profile, others with their own, and each stored job has
+// its own fields whatever profile it used; the reply names only the
+// duplicates, each at its position in the batch.
+func TestSubmitSharesProfilesAndNamesDuplicatesByPosition(t *testing.T) {
+	e := newEnv(t)
+	first := e.submit(t, job.Spec{Type: "stored", IdempotencyKey: "stored-key"})[0]
+	later := e.clock.Now().Add(time.Hour)
+	specs := []job.Spec{
+		{Type: "a", Payload: json.RawMessage(`{"i":0}`)},
+		{Type: "b", Priority: job.High, MaxAttempts: ptr(9), Payload: json.RawMessage(`{"i":1}`)},
+		{Type: "a", Payload: json.RawMessage(`{"i":2}`)}, // job 0's profile again, after another
+		{Type: "dup", IdempotencyKey: "stored-key"},      // names the stored job
+		{Type: "a", RunAt: &later, TimeoutSeconds: ptr(5), Backoff: &job.Backoff{BaseSeconds: 0.25, MaxSeconds: 7.5}},
+		{Type: "a", Group: "g", Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", IdempotencyKey: "in-batch"},
+		{Type: "dup2", IdempotencyKey: "in-batch"}, // names job 5 of this batch
+		{Type: "b", Priority: job.High, MaxAttempts: ptr(9), Payload: json.RawMessage(`{"i":7}`)},
+	}
+	jobs := make([]*job.Job, len(specs))
+	for i, s := range specs {
+		jobs[i] = e.build(t, s)
+	}
+	res, err := e.q.Submit(e.ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDup := map[int]string{3: first.ID, 6: jobs[5].ID}
+	for i, r := range res {
+		if id, dup := wantDup[i]; dup {
+			if !r.Duplicate || r.Job.ID != id {
+				t.Fatalf("job %d: duplicate %v of %s, want a duplicate of %s", i, r.Duplicate, r.Job.ID, id)
+			}
+			continue
+		}
+		if r.Duplicate || r.Job.ID != jobs[i].ID {
+			t.Fatalf("job %d: duplicate %v, id %s; want new %s", i, r.Duplicate, r.Job.ID, jobs[i].ID)
+		}
+		got, want := e.get(t, jobs[i].ID), jobs[i]
+		if got.Type != want.Type || got.Priority != want.Priority || got.MaxAttempts != want.MaxAttempts ||
+			got.TimeoutSeconds != want.TimeoutSeconds || got.Backoff != want.Backoff ||
+			!got.RunAt.Equal(want.RunAt) || !got.CreatedAt.Equal(want.CreatedAt) || string(got.Payload) != string(want.Payload) ||
+			got.Group != want.Group || got.Traceparent != want.Traceparent || got.IdempotencyKey != want.IdempotencyKey {
+			t.Errorf("job %d stored as %+v, submitted %+v", i, got, want)
+		}
+	}
+	st, err := e.q.Stats(e.ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[0].SubmittedTotal != 1+6 || st[0].Scheduled != 1 {
+		t.Fatalf("stats %+v: want 7 submitted, 1 scheduled", st[0])
+	}
+}

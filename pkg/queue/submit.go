@@ -193,7 +193,7 @@ func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*j
 			return nil, err
 		}
 	}
-	args := make([]any, 0, 9+14*len(idx))
+	args := make([]any, 0, 17+len(g.fields())+4*len(idx))
 	dry := "0"
 	if dryRun {
 		dry = "1"
@@ -206,18 +206,12 @@ func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*j
 		if g.Remove {
 			next = ""
 		}
-		args = append(args, g.Key, g.Member, g.Expect, next, g.Record, len(g.Fields)/2)
-		for _, f := range g.Fields[:len(g.Fields)/2*2] {
+		args = append(args, g.Key, g.Member, g.Expect, next, g.Record, len(g.fields())/2)
+		for _, f := range g.fields() {
 			args = append(args, f)
 		}
 	}
-	for _, i := range idx {
-		j := jobs[i]
-		payload := string(j.Payload)
-		args = append(args, j.ID, j.Type, payload, string(j.Priority), j.MaxAttempts, j.TimeoutSeconds,
-			j.Backoff.BaseSeconds, j.Backoff.MaxSeconds, j.RunAt.UnixMilli(), j.CreatedAt.UnixMilli(),
-			j.IdempotencyKey, strings.Join(j.DependsOn, ","), j.Group, j.Traceparent)
-	}
+	args = appendJobArgs(args, jobs, idx)
 	var res []string
 	var err error
 	if c.opts.WaitReplicas > 0 && !dryRun {
@@ -242,17 +236,79 @@ func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*j
 
 	out := make([]Submitted, len(idx))
 	for n, i := range idx {
-		id, flag := res[1+2*n], res[2+2*n]
-		if flag == "dup" {
-			prev, err := c.getIn(ctx, k, id)
-			if err != nil {
-				return nil, err
-			}
-			out[n] = Submitted{Job: prev, Duplicate: true}
-			continue
+		out[n] = Submitted{Job: jobs[i]}
+	}
+	// The reply names only the duplicates: index, then the earlier job's id.
+	for r := 1; r+1 < len(res); r += 2 {
+		n, err := strconv.Atoi(res[r])
+		if err != nil || n < 0 || n >= len(idx) {
+			return nil, fmt.Errorf("submit: unexpected reply %q", res[r])
 		}
-		j := jobs[i]
-		out[n] = Submitted{Job: j}
+		prev, err := c.getIn(ctx, k, res[r+1])
+		if err != nil {
+			return nil, err
+		}
+		out[n] = Submitted{Job: prev, Duplicate: true}
 	}
 	return out, nil
+}
+
+// fields returns the guard's record fields, whole pairs only (none for a nil guard).
+func (g *Guard) fields() []string {
+	if g == nil {
+		return nil
+	}
+	return g.Fields[:len(g.Fields)/2*2]
+}
+
+// profile is what jobs of one submit call may share, sent once per call
+// (submit.lua): a batch built at one instant has a single profile.
+type profile struct {
+	typ                     string
+	priority                job.Priority
+	maxAttempts, timeout    int
+	backoffBase, backoffMax float64
+	createdMS, runAtMS      int64
+}
+
+// appendJobArgs appends the submit script's profiles and jobs (see
+// submit.lua) for jobs[idx...].
+func appendJobArgs(args []any, jobs []*job.Job, idx []int) []any {
+	var profiles []profile
+	num := make([]int, len(idx)) // each job's profile, 1-based
+	var seen map[profile]int
+	for n, i := range idx {
+		j := jobs[i]
+		p := profile{j.Type, j.Priority, j.MaxAttempts, j.TimeoutSeconds, j.Backoff.BaseSeconds, j.Backoff.MaxSeconds,
+			j.CreatedAt.UnixMilli(), j.RunAt.UnixMilli()}
+		// Most calls have one profile: compare with the last first.
+		if len(profiles) > 0 && profiles[len(profiles)-1] == p {
+			num[n] = len(profiles)
+			continue
+		}
+		if seen == nil {
+			seen = map[profile]int{}
+		}
+		if k, ok := seen[p]; ok {
+			num[n] = k
+			continue
+		}
+		profiles = append(profiles, p)
+		seen[p] = len(profiles)
+		num[n] = len(profiles)
+	}
+	args = append(args, len(profiles))
+	for _, p := range profiles {
+		args = append(args, p.typ, string(p.priority), p.maxAttempts, p.timeout, p.backoffBase, p.backoffMax, p.createdMS, p.runAtMS)
+	}
+	for n, i := range idx {
+		j := jobs[i]
+		args = append(args, j.ID, string(j.Payload), num[n])
+		if j.IdempotencyKey == "" && len(j.DependsOn) == 0 && j.Group == "" && j.Traceparent == "" {
+			args = append(args, "")
+			continue
+		}
+		args = append(args, "1", j.IdempotencyKey, strings.Join(j.DependsOn, ","), j.Group, j.Traceparent)
+	}
+	return args
 }

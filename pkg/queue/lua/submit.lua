@@ -8,23 +8,29 @@
 -- ARGV[14] m, then m field/value pairs for HSET on that hash.
 --          The submit happens only while the member's score equals the
 --          expected one (compare-and-set); the score then moves to the new one.
--- then n groups of 14: id, type, payload, priority, max_attempts,
---          timeout_seconds, backoff_base, backoff_max, run_at ms, created ms,
---          idempotency key ('' = none), depends_on (comma-separated ids, '' = none),
---          group ('' = none), traceparent ('' = none)
--- Returns {'ok', id1, 'new'|'dup', id2, …} in input order ('dup': the
--- idempotency key named an earlier job, whose id is returned and nothing was
--- created), or {'err', i, j, code, detail} when job i's dependency j is
--- unusable (code 'not_found' or 'failed'; i and j are 0-based); then nothing
--- was written; {'guard', current score or ''} when the guard did not match,
--- and nothing was written.
+-- then p, the number of profiles, and p groups of 8: type, priority,
+--          max_attempts, timeout_seconds, backoff_base, backoff_max,
+--          created ms, run_at ms (the fields jobs share: a batch built at
+--          one instant has one profile);
+-- then n jobs: id, payload, profile (1-based), extra ('' = none; '1' =
+--          four more follow: idempotency key ('' = none), depends_on
+--          (comma-separated ids, '' = none), group ('' = none),
+--          traceparent ('' = none)).
+-- Every argument is a string Redis makes for the call: sharing the fixed
+-- fields costs ~4 instead of 14 per job (docs/scaling.md).
+-- Returns {'ok', i, id, …}: one pair per job whose idempotency key named
+-- an earlier job (i its 0-based index, id the earlier job's; nothing was
+-- created for it), every other job being new; {'err', i, j, code, detail}
+-- when job i's dependency j is unusable (code 'not_found' or 'failed'; i
+-- and j are 0-based); then nothing was written; {'guard', current score
+-- or ''} when the guard did not match, and nothing was written.
 local n = tonumber(ARGV[6])
 local idem_ttl = ARGV[7]
 local dry_run = ARGV[8] == '1'
-local S = 14
 local guard_key, guard_member, guard_expect, guard_next = ARGV[9], ARGV[10], ARGV[11], ARGV[12]
 local rec_key, rec_m = ARGV[13], tonumber(ARGV[14])
-local base = 15 + 2 * rec_m
+local pbase = 16 + 2 * rec_m -- the first profile
+local base = pbase + 8 * tonumber(ARGV[15 + 2 * rec_m]) -- the first job
 if guard_key ~= '' then
   local cur = redis.call('ZSCORE', guard_key, guard_member)
   if not cur or tonumber(cur) ~= tonumber(guard_expect) then return {'guard', cur or ''} end
@@ -45,16 +51,29 @@ end
 -- dependencies. Without any (most submits), the jobs are written in one
 -- pass straight from ARGV: phase 1's tables were about a sixth of a
 -- one-job submit's script time (docs/scaling.md).
+-- A job's arguments start at ARGV[b]; the next job's at b + 4, or b + 8
+-- after a job with extras.
 local checks = dry_run
-for i = 1, n do
-  local b = base + (i - 1) * S
-  if ARGV[b + 10] ~= '' or ARGV[b + 11] ~= '' then checks = true; break end
+local b = base
+for _ = 1, n do
+  if ARGV[b + 3] ~= '' then
+    if ARGV[b + 4] ~= '' or ARGV[b + 5] ~= '' then checks = true; break end
+    b = b + 8
+  else
+    b = b + 4
+  end
 end
 
 -- Phase 1: resolve idempotency keys and check dependencies; no writes.
+b = base
 for i = 1, checks and n or 0 do
-  local b = base + (i - 1) * S
-  local j = {id = ARGV[b], idem = ARGV[b + 10], deps_s = ARGV[b + 11]}
+  local j = {id = ARGV[b], idem = '', deps_s = ''}
+  if ARGV[b + 3] ~= '' then
+    j.idem, j.deps_s = ARGV[b + 4], ARGV[b + 5]
+    b = b + 8
+  else
+    b = b + 4
+  end
   j.deps = split(j.deps_s)
   jobs[i] = j
   if j.idem ~= '' then
@@ -88,46 +107,49 @@ if dry_run then return {'ok'} end
 -- Phase 2: write.
 local out = {'ok'}
 local ready, created = 0, 0
+b = base
 local ready_jobs = ready_batch() -- one LPUSH per list (lib.lua)
 local sched = {} -- due ms, id pairs: one ZADD for the batch's scheduled jobs
 local before = nil
 local min_due = nil
 for i = 1, n do
   local j = jobs[i]
+  local jb = b
+  b = b + (ARGV[b + 3] ~= '' and 8 or 4)
   if j and j.dup then
+    out[#out + 1] = tostring(i - 1)
     out[#out + 1] = j.dup
-    out[#out + 1] = 'dup'
   else
-    local b = base + (i - 1) * S
-    local id, jtype, prio, run_at_s, idem, deps_s, group, trace =
-      ARGV[b], ARGV[b + 1], ARGV[b + 3], ARGV[b + 8], ARGV[b + 10], ARGV[b + 11], ARGV[b + 12], ARGV[b + 13]
-    local run_at = tonumber(run_at_s)
-    local state
-    if j and #j.pending > 0 then state = 'waiting'
-    elseif run_at > NOW then state = 'scheduled'
-    else state = 'queued' end
-    -- Empty optional fields are left out: every field costs on each write.
-    -- The fixed ones are passed as they are (no table to build per job).
+    local id, payload, pf = ARGV[jb], ARGV[jb + 1], pbase + 8 * (tonumber(ARGV[jb + 2]) - 1)
+    local idem, deps_s, group, trace = '', '', '', ''
     local opt = NO_FIELDS
-    if idem ~= '' or deps_s ~= '' or group ~= '' or trace ~= '' then
+    if ARGV[jb + 3] ~= '' then
+      idem, deps_s, group, trace = ARGV[jb + 4], ARGV[jb + 5], ARGV[jb + 6], ARGV[jb + 7]
+      -- Empty optional fields are left out: every field costs on each write.
       opt = {}
       if idem ~= '' then opt[#opt + 1] = 'idempotency_key'; opt[#opt + 1] = idem end
       if deps_s ~= '' then opt[#opt + 1] = 'depends_on'; opt[#opt + 1] = deps_s end
       if group ~= '' then opt[#opt + 1] = 'group'; opt[#opt + 1] = group end
       if trace ~= '' then opt[#opt + 1] = 'traceparent'; opt[#opt + 1] = trace end
     end
+    local jtype, prio, created_at, run_at_s = ARGV[pf], ARGV[pf + 1], ARGV[pf + 6], ARGV[pf + 7]
+    local run_at = tonumber(run_at_s)
+    local state
+    if j and #j.pending > 0 then state = 'waiting'
+    elseif run_at > NOW then state = 'scheduled'
+    else state = 'queued' end
     -- In the order a claim reads them (claim.lua's FIELDS) and a success
     -- writes them, first: a small hash is one flat list that Redis scans
     -- from its start for every field it reads or writes.
-    redis.call('HSET', JOB .. id, 'state', state, 'attempt', '0', 'type', jtype, 'payload', ARGV[b + 2],
-      'max_attempts', ARGV[b + 4], 'timeout', ARGV[b + 5], 'priority', prio, 'created_at', ARGV[b + 9],
-      'run_at', run_at_s, 'id', id, 'queue', QUEUE, 'backoff_base', ARGV[b + 6], 'backoff_max', ARGV[b + 7],
+    redis.call('HSET', JOB .. id, 'state', state, 'attempt', '0', 'type', jtype, 'payload', payload,
+      'max_attempts', ARGV[pf + 2], 'timeout', ARGV[pf + 3], 'priority', prio, 'created_at', created_at,
+      'run_at', run_at_s, 'id', id, 'queue', QUEUE, 'backoff_base', ARGV[pf + 4], 'backoff_max', ARGV[pf + 5],
       unpack(opt))
     if idem ~= '' then
       redis.call('SET', QK .. 'idem:' .. idem, id, 'PX', idem_ttl)
     end
     if state == 'waiting' then
-      redis.call('ZADD', K_WAIT, ARGV[b + 9], id)
+      redis.call('ZADD', K_WAIT, created_at, id)
       call_chunked('SADD', QK .. 'deps:' .. id, j.pending)
       for _, d in ipairs(j.pending) do
         redis.call('SADD', QK .. 'dependents:' .. d, id)
@@ -145,8 +167,6 @@ for i = 1, n do
     end
     emit(id, jtype, 'submitted', state, 0, '', '')
     created = created + 1
-    out[#out + 1] = id
-    out[#out + 1] = 'new'
   end
 end
 ready_jobs.flush()
