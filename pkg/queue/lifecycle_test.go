@@ -615,3 +615,48 @@ func TestSubmitSharesProfilesAndNamesDuplicatesByPosition(t *testing.T) {
 		t.Fatalf("stats %+v: want 7 submitted, 1 scheduled", st[0])
 	}
 }
+
+// TestSuccessWritesAResultOnlyWhenThereIsOne checks that a success without
+// a result adds no result field to the job hash (an empty field costs every
+// success a scan and a copy), that one with a result keeps it, and that
+// both read back as before, in both storage formats' attempt records.
+func TestSuccessWritesAResultOnlyWhenThereIsOne(t *testing.T) {
+	for _, format := range []int{1, queue.WriteFormat} {
+		t.Run(fmt.Sprintf("format%d", format), func(t *testing.T) {
+			e := newEnv(t)
+			queue.SetWriteFormat(e.q, format)
+			jobs := e.submit(t, job.Spec{Type: "with"}, job.Spec{Type: "without"})
+			ls := e.claim(t, "default", 2)
+			if len(ls) != 2 {
+				t.Fatalf("claimed %d jobs, want 2", len(ls))
+			}
+			outs := make([]queue.Outcome, len(ls))
+			for i, l := range ls {
+				outs[i] = queue.Outcome{ID: l.Job.ID, Token: l.Token, Kind: queue.OutcomeSucceeded, WorkerID: "w1"}
+				if l.Job.ID == jobs[0].ID {
+					outs[i].Result = json.RawMessage(`{"ok":true}`)
+				}
+			}
+			for i, st := range e.complete(t, "default", outs...) {
+				if st != queue.StatusSucceeded {
+					t.Fatalf("outcome %d: %s", i, st)
+				}
+			}
+			rdb := e.srv.Client()
+			for i, want := range []string{`{"ok":true}`, ""} {
+				got := e.get(t, jobs[i].ID)
+				if got.State != job.Succeeded || string(got.Result) != want || got.Attempt != 1 || got.WorkerID != "w1" {
+					t.Errorf("job %d: state %s, result %q, attempt %d, worker %q; want succeeded, %q, 1, w1",
+						i, got.State, got.Result, got.Attempt, got.WorkerID, want)
+				}
+				has, err := rdb.HExists(e.ctx, queue.JobKey("default", jobs[i].ID), "result").Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if has != (want != "") {
+					t.Errorf("job %d: result field present %v, want %v", i, has, want != "")
+				}
+			}
+		})
+	}
+}

@@ -29,11 +29,21 @@ for i = 1, n do
       done_ids[#done_ids + 1] = id
       fin[#fin + 1] = NOW_S
       fin[#fin + 1] = id
+      -- An empty result is not written: a missing field reads the same
+      -- everywhere (no result), and a field added to the hash costs a
+      -- scan of it and a copy (~0.6 of 2.5 µs per success).
       if started then
         -- Format 2: no token on the hash to clear (a format-1 attempt's
         -- end cleared it).
-        redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'result', detail,
-          'attempt', attempt, 'worker_id', rworker, 'started_at', started)
+        if detail == '' then
+          redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S,
+            'attempt', attempt, 'worker_id', rworker, 'started_at', started)
+        else
+          redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'result', detail,
+            'attempt', attempt, 'worker_id', rworker, 'started_at', started)
+        end
+      elseif detail == '' then
+        redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'token', '')
       else
         redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'result', detail, 'token', '')
       end
