@@ -660,3 +660,40 @@ func TestSuccessWritesAResultOnlyWhenThereIsOne(t *testing.T) {
 		})
 	}
 }
+
+// TestSubmitLargestBatchOfDistinctJobs submits the API's largest batch
+// (1000 jobs) in its costliest form: every job its own profile (a run_at
+// of its own) and every extra (idempotency key, group, traceparent), the
+// most arguments a submit call carries, then reads every job back.
+func TestSubmitLargestBatchOfDistinctJobs(t *testing.T) {
+	e := newEnv(t)
+	const n = 1000
+	jobs := make([]*job.Job, n)
+	for i := range jobs {
+		at := e.clock.Now().Add(time.Duration(i+1) * time.Minute)
+		jobs[i] = e.build(t, job.Spec{Type: fmt.Sprintf("t%d", i%7), RunAt: &at, IdempotencyKey: fmt.Sprintf("k%d", i),
+			Group: fmt.Sprintf("g%d", i%3), Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+			Payload: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+	}
+	res, err := e.q.Submit(e.ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Duplicate || r.Job.ID != jobs[i].ID {
+			t.Fatalf("job %d: duplicate %v, id %s", i, r.Duplicate, r.Job.ID)
+		}
+		got := e.get(t, jobs[i].ID)
+		if got.Type != jobs[i].Type || !got.RunAt.Equal(jobs[i].RunAt) || got.IdempotencyKey != jobs[i].IdempotencyKey ||
+			got.Group != jobs[i].Group || string(got.Payload) != string(jobs[i].Payload) || got.State != job.Scheduled {
+			t.Fatalf("job %d stored as %+v, submitted %+v", i, got, jobs[i])
+		}
+	}
+	st, err := e.q.Stats(e.ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[0].Scheduled != n || st[0].SubmittedTotal != n {
+		t.Fatalf("stats %+v: want %d scheduled and submitted", st[0], n)
+	}
+}
