@@ -9,6 +9,17 @@
 local n = tonumber(ARGV[6])
 local out = {}
 local processed, succeeded = 0, 0
+-- succeed writes a success on job hash jk, then the fields given. An
+-- empty result is not written: a missing field reads the same everywhere
+-- (no result), and a field added to the hash costs a scan of it and a
+-- copy (~0.6 of 2.5 µs per success).
+local function succeed(jk, detail, ...)
+  if detail == '' then
+    redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, ...)
+  else
+    redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'result', detail, ...)
+  end
+end
 -- The fencing check of the whole batch: one HMGET of the active-lease hash.
 local ids = {}
 for i = 1, n do ids[i] = ARGV[7 + (i - 1) * 6] end
@@ -29,23 +40,12 @@ for i = 1, n do
       done_ids[#done_ids + 1] = id
       fin[#fin + 1] = NOW_S
       fin[#fin + 1] = id
-      -- An empty result is not written: a missing field reads the same
-      -- everywhere (no result), and a field added to the hash costs a
-      -- scan of it and a copy (~0.6 of 2.5 µs per success).
       if started then
         -- Format 2: no token on the hash to clear (a format-1 attempt's
         -- end cleared it).
-        if detail == '' then
-          redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S,
-            'attempt', attempt, 'worker_id', rworker, 'started_at', started)
-        else
-          redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'result', detail,
-            'attempt', attempt, 'worker_id', rworker, 'started_at', started)
-        end
-      elseif detail == '' then
-        redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'token', '')
+        succeed(jk, detail, 'attempt', attempt, 'worker_id', rworker, 'started_at', started)
       else
-        redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'result', detail, 'token', '')
+        succeed(jk, detail, 'token', '')
       end
       count_slots(freed, slots)
       succeeded = succeeded + 1

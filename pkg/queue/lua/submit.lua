@@ -51,29 +51,25 @@ end
 -- dependencies. Without any (most submits), the jobs are written in one
 -- pass straight from ARGV: phase 1's tables were about a sixth of a
 -- one-job submit's script time (docs/scaling.md).
--- A job's arguments start at ARGV[b]; the next job's at b + 4, or b + 8
--- after a job with extras.
+-- A job's arguments start at ARGV[b]; next_job(b) is where the next
+-- job's start: 4 on, or 8 after a job with extras.
+local function next_job(b)
+  if ARGV[b + 3] ~= '' then return b + 8 end
+  return b + 4
+end
 local checks = dry_run
 local b = base
 for _ = 1, n do
-  if ARGV[b + 3] ~= '' then
-    if ARGV[b + 4] ~= '' or ARGV[b + 5] ~= '' then checks = true; break end
-    b = b + 8
-  else
-    b = b + 4
-  end
+  if ARGV[b + 3] ~= '' and (ARGV[b + 4] ~= '' or ARGV[b + 5] ~= '') then checks = true; break end
+  b = next_job(b)
 end
 
 -- Phase 1: resolve idempotency keys and check dependencies; no writes.
 b = base
 for i = 1, checks and n or 0 do
   local j = {id = ARGV[b], idem = '', deps_s = ''}
-  if ARGV[b + 3] ~= '' then
-    j.idem, j.deps_s = ARGV[b + 4], ARGV[b + 5]
-    b = b + 8
-  else
-    b = b + 4
-  end
+  if ARGV[b + 3] ~= '' then j.idem, j.deps_s = ARGV[b + 4], ARGV[b + 5] end
+  b = next_job(b)
   j.deps = split(j.deps_s)
   jobs[i] = j
   if j.idem ~= '' then
@@ -115,7 +111,7 @@ local min_due = nil
 for i = 1, n do
   local j = jobs[i]
   local jb = b
-  b = b + (ARGV[b + 3] ~= '' and 8 or 4)
+  b = next_job(b)
   if j and j.dup then
     out[#out + 1] = tostring(i - 1)
     out[#out + 1] = j.dup
