@@ -39,6 +39,7 @@ type options struct {
 	rate        int
 	duration    time.Duration
 	due         int
+	dueSpread   time.Duration
 }
 
 func main() {
@@ -51,7 +52,8 @@ func main() {
 	flag.IntVar(&o.producers, "producers", 16, "concurrent producers for single submits")
 	flag.IntVar(&o.rate, "rate", 1000, "jobs per second for the latency scenario")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of the latency scenario")
-	flag.IntVar(&o.due, "due", 50_000, "jobs due at the same instant for the due scenario")
+	flag.IntVar(&o.due, "due", 50_000, "jobs for the due scenario")
+	flag.DurationVar(&o.dueSpread, "due-spread", time.Second, "due scenario: the jobs' due times spread evenly over this span (0 = all due at one instant, as peerbench's row)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -404,12 +406,12 @@ func benchDue(ctx context.Context, rdb *redis.Client, o options) {
 		return nil, nil
 	})
 	defer stop()
-	// Due times spread evenly over one second, three seconds from now.
+	// Due times spread evenly over -due-spread, three seconds from now.
 	dueAt := time.Now().Add(3 * time.Second).Truncate(time.Second)
 	jobs := build(q, o.due, nil)
 	runAt := map[string]time.Time{}
 	for i, j := range jobs {
-		j.RunAt = dueAt.Add(time.Duration(i) * time.Second / time.Duration(len(jobs)))
+		j.RunAt = dueAt.Add(time.Duration(i) * o.dueSpread / time.Duration(len(jobs)))
 		j.State = job.Scheduled
 		runAt[j.ID] = j.RunAt
 	}
@@ -417,7 +419,10 @@ func benchDue(ctx context.Context, rdb *redis.Client, o options) {
 	if time.Now().After(dueAt) {
 		fmt.Printf("due:            submitting took longer than the 3 s lead; results are not meaningful\n")
 	}
+	time.Sleep(time.Until(dueAt))
+	profBefore := redisProfile(ctx, rdb)
 	waitDone(ctx, c, q, int64(o.due), 2*time.Minute)
+	prof := redisProfile(ctx, rdb).since(profBefore)
 	// Promotion lateness from the stream: queued event time − run_at.
 	var promoteLate []time.Duration
 	last := "-"
@@ -439,8 +444,10 @@ func benchDue(ctx context.Context, rdb *redis.Client, o options) {
 		}
 		last = "(" + xs[len(xs)-1].ID
 	}
-	fmt.Printf("due (promote):  %d jobs due within one second, queued-after-due %s\n", o.due, percentiles(promoteLate))
+	fmt.Printf("due (promote):  %d jobs due over %v, queued-after-due %s\n", o.due, o.dueSpread, percentiles(promoteLate))
 	mu.Lock()
 	defer mu.Unlock()
 	fmt.Printf("due (start):    handler-start-after-due %s (bounded by drain throughput)\n", percentiles(startLate))
+	fmt.Printf("                from the first due time until every job finished:\n")
+	prof.print(o.due)
 }
