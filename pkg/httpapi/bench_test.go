@@ -66,6 +66,36 @@ func BenchmarkSubmitHTTP(b *testing.B) {
 	})
 }
 
+// BenchmarkSubmitBatchHTTP measures POST /v1/jobs/batch of 1000 jobs end
+// to end over loopback, one request at a time (client and server in this
+// process, Redis in its own, without AOF): the wall time a single producer
+// waits per batch.
+func BenchmarkSubmitBatchHTTP(b *testing.B) {
+	a := startOn(b, queuetest.StartWith(b, "--appendonly", "no"), func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil)) })
+	body := bytes.NewBufferString(`{"jobs":[`)
+	for i := range MaxBatchJobs {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		body.Write(benchSpec)
+	}
+	body.WriteString(`]}`)
+	b.SetBytes(int64(body.Len()))
+	for b.Loop() {
+		req, _ := http.NewRequest("POST", a.base+"/v1/jobs/batch", bytes.NewReader(body.Bytes()))
+		req.Header.Set("Content-Type", "application/json")
+		res, err := a.client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusCreated {
+			b.Fatalf("status %d", res.StatusCode)
+		}
+	}
+}
+
 // BenchmarkPublish measures the hub's fan-out of one event to 500 clients
 // (filter, encode once, offer to each buffer), without the socket writes.
 func BenchmarkPublish(b *testing.B) {

@@ -87,6 +87,22 @@ func (s *Server) submitBatch(c *gin.Context) {
 		}
 		jobs[i] = j
 	}
+	if len(jobs) >= overlapAnswerMin && plainBatch(jobs) {
+		// The jobs stored are exactly these: no idempotency key can name
+		// an earlier job, and no "#n" dependency is rewritten. The answer
+		// is encoded on another core while Redis stores them.
+		answer := make(chan encodedAnswer, 1)
+		go func() { answer <- encodeJobList(jobs) }()
+		_, err := s.q.Submit(c.Request.Context(), jobs)
+		a := <-answer
+		defer a.release()
+		if err != nil {
+			fail(c, &batchError{err})
+			return
+		}
+		a.write(c, http.StatusCreated)
+		return
+	}
 	res, err := s.q.Submit(c.Request.Context(), jobs)
 	if err != nil {
 		fail(c, &batchError{err})
@@ -97,6 +113,21 @@ func (s *Server) submitBatch(c *gin.Context) {
 		out[i] = r.Job
 	}
 	writeJobList(c, http.StatusCreated, out)
+}
+
+// overlapAnswerMin is the smallest batch whose answer is encoded while
+// the jobs are stored: ~0.6 µs per job against a goroutine's start.
+const overlapAnswerMin = 16
+
+// plainBatch reports whether no job has an idempotency key or
+// dependencies: the submit then stores and answers the jobs as built.
+func plainBatch(jobs []*job.Job) bool {
+	for _, j := range jobs {
+		if j.IdempotencyKey != "" || len(j.DependsOn) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // jsonMediaType is the Content-Type of JSON answers, as c.JSON sends it.
@@ -136,19 +167,40 @@ const maxPooledAnswer = 4 << 20
 
 // writeJobList answers with a jobList, byte for byte what c.JSON sends.
 func writeJobList(c *gin.Context, status int, jobs []*job.Job) {
+	a := encodeJobList(jobs)
+	defer a.release()
+	a.write(c, status)
+}
+
+// encodedAnswer is a jobList encoded into a buffer of answerBuffers.
+type encodedAnswer struct {
+	buf *[]byte
+	b   []byte
+	err error
+}
+
+func encodeJobList(jobs []*job.Job) encodedAnswer {
 	buf := answerBuffers.Get().(*[]byte)
 	b, err := appendJobList((*buf)[:0], jobs)
-	defer func() {
-		if cap(b) <= maxPooledAnswer {
-			*buf = b[:0]
-			answerBuffers.Put(buf)
-		}
-	}()
-	if err != nil {
-		fail(c, err)
+	return encodedAnswer{buf: buf, b: b, err: err}
+}
+
+// write sends the answer (or the encoding's error).
+func (a encodedAnswer) write(c *gin.Context, status int) {
+	if a.err != nil {
+		fail(c, a.err)
 		return
 	}
-	c.Data(status, jsonMediaType, b) // the body is written before c.Data returns; the buffer is free again
+	c.Data(status, jsonMediaType, a.b) // the body is written before c.Data returns
+}
+
+// release gives the buffer back once the answer is written; one grown
+// past maxPooledAnswer is left to the GC.
+func (a encodedAnswer) release() {
+	if cap(a.b) <= maxPooledAnswer {
+		*a.buf = a.b[:0]
+		answerBuffers.Put(a.buf)
+	}
 }
 
 func appendJobList(buf []byte, jobs []*job.Job) ([]byte, error) {

@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"reflect"
 	"strings"
@@ -143,6 +145,8 @@ func TestSubmitBatchAllOrNothing(t *testing.T) {
 		{"forward reference", `{"jobs":[{"type":"a","depends_on":["#1"]},{"type":"b"}]}`, "jobs[0].depends_on[0]"},
 		{"reference across queues", `{"jobs":[{"type":"a","queue":"q1"},{"type":"b","queue":"q2","depends_on":["#0"]}]}`, "jobs[1].queue"},
 		{"two queues", `{"jobs":[{"type":"a","queue":"q1"},{"type":"b"},{"type":"b","queue":"q2"}]}`, "jobs[1].queue"},
+		// Large enough for its answer to be encoded while it is stored.
+		{"two queues, large plain batch", `{"jobs":[` + strings.Repeat(`{"type":"a"},`, overlapAnswerMin+3) + `{"type":"b","queue":"q2"}]}`, fmt.Sprintf("jobs[%d].queue", overlapAnswerMin+3)},
 		{"missing dependency", `{"jobs":[{"type":"a"},{"type":"b","depends_on":["01JD0000000000000000000000"]}]}`, "jobs[1].depends_on[0]"},
 		{"missing dependency, new queue", `{"jobs":[{"type":"a","queue":"qa"},{"type":"b","queue":"qa","depends_on":["01JD0000000000000000000000"]}]}`, "jobs[1].depends_on[0]"},
 		{"job not an object", `{"jobs":[{"type":"a"},5]}`, "jobs[1]"},
@@ -160,6 +164,65 @@ func TestSubmitBatchAllOrNothing(t *testing.T) {
 	}
 	if after := a.stats(t); !reflect.DeepEqual(before, after) {
 		t.Fatalf("rejected batches changed the queues:\n%+v\n%+v", before, after)
+	}
+}
+
+// TestLargeBatchesAnswerWhatWasStored sends plain batches (no idempotency
+// key, no dependency: their answers are encoded while Redis stores them)
+// from several connections at once, and checks that every answer lists
+// its own jobs, in order, as the API then reads them back.
+func TestLargeBatchesAnswerWhatWasStored(t *testing.T) {
+	a := start(t)
+	const senders, size = 6, 3 * overlapAnswerMin
+	const trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	answers := make([]jobList, senders)
+	errs := make(chan error, senders)
+	for g := range senders {
+		go func() {
+			specs := make([]map[string]any, size)
+			for i := range specs {
+				specs[i] = map[string]any{"type": "t", "queue": fmt.Sprintf("q%d", g%2), "payload": map[string]int{"g": g, "i": i}}
+			}
+			body, _ := json.Marshal(map[string]any{"jobs": specs})
+			req, _ := http.NewRequest("POST", a.base+"/v1/jobs/batch", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("traceparent", trace)
+			res, err := a.client.Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer res.Body.Close()
+			data, _ := io.ReadAll(res.Body)
+			if res.StatusCode != http.StatusCreated {
+				errs <- fmt.Errorf("sender %d: status %d: %s", g, res.StatusCode, data)
+				return
+			}
+			errs <- json.Unmarshal(data, &answers[g])
+		}()
+	}
+	for range senders {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	for g, ans := range answers {
+		if len(ans.Jobs) != size {
+			t.Fatalf("sender %d: %d jobs answered, want %d", g, len(ans.Jobs), size)
+		}
+		for i, j := range ans.Jobs {
+			want := fmt.Sprintf(`{"g":%d,"i":%d}`, g, i)
+			if string(j.Payload) != want || j.Queue != fmt.Sprintf("q%d", g%2) || j.Traceparent != trace || seen[j.ID] {
+				t.Fatalf("sender %d, job %d answered as %+v (payload %s), want payload %s, own id", g, i, j, j.Payload, want)
+			}
+			seen[j.ID] = true
+			var stored job.Job
+			a.do("GET", "/v1/jobs/"+j.ID, nil).decode(t, http.StatusOK, &stored)
+			if string(stored.Payload) != want || stored.State != j.State || !stored.CreatedAt.Equal(j.CreatedAt) {
+				t.Fatalf("sender %d, job %d: stored %+v, answered %+v", g, i, stored, j)
+			}
+		}
 	}
 }
 
