@@ -25,7 +25,8 @@ func BenchmarkDecodeSubmit(b *testing.B) {
 	}
 }
 
-func BenchmarkDecodeBatch(b *testing.B) {
+// benchBatch is a batch body of MaxBatchJobs benchSpec jobs.
+func benchBatch() []byte {
 	body := bytes.NewBufferString(`{"jobs":[`)
 	for i := range MaxBatchJobs {
 		if i > 0 {
@@ -34,12 +35,32 @@ func BenchmarkDecodeBatch(b *testing.B) {
 		body.Write(benchSpec)
 	}
 	body.WriteString(`]}`)
-	b.SetBytes(int64(body.Len()))
+	return body.Bytes()
+}
+
+func BenchmarkDecodeBatch(b *testing.B) {
+	body := benchBatch()
+	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := decodeBatch(body.Bytes()); err != nil {
+		if _, err := decodeBatch(body); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// benchPost sends body to path and fails b unless the answer is 201.
+func benchPost(b *testing.B, a *testAPI, path string, body []byte) {
+	req, _ := http.NewRequest("POST", a.base+path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	res, err := a.client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusCreated {
+		b.Fatalf("status %d", res.StatusCode)
 	}
 }
 
@@ -51,17 +72,7 @@ func BenchmarkSubmitHTTP(b *testing.B) {
 	b.SetParallelism(8)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			req, _ := http.NewRequest("POST", a.base+"/v1/jobs", bytes.NewReader(benchSpec))
-			req.Header.Set("Content-Type", "application/json")
-			res, err := a.client.Do(req)
-			if err != nil {
-				b.Fatal(err)
-			}
-			_, _ = io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if res.StatusCode != http.StatusCreated {
-				b.Fatalf("status %d", res.StatusCode)
-			}
+			benchPost(b, a, "/v1/jobs", benchSpec)
 		}
 	})
 }
@@ -72,27 +83,10 @@ func BenchmarkSubmitHTTP(b *testing.B) {
 // waits per batch.
 func BenchmarkSubmitBatchHTTP(b *testing.B) {
 	a := startOn(b, queuetest.StartWith(b, "--appendonly", "no"), func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil)) })
-	body := bytes.NewBufferString(`{"jobs":[`)
-	for i := range MaxBatchJobs {
-		if i > 0 {
-			body.WriteByte(',')
-		}
-		body.Write(benchSpec)
-	}
-	body.WriteString(`]}`)
-	b.SetBytes(int64(body.Len()))
+	body := benchBatch()
+	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		req, _ := http.NewRequest("POST", a.base+"/v1/jobs/batch", bytes.NewReader(body.Bytes()))
-		req.Header.Set("Content-Type", "application/json")
-		res, err := a.client.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		if res.StatusCode != http.StatusCreated {
-			b.Fatalf("status %d", res.StatusCode)
-		}
+		benchPost(b, a, "/v1/jobs/batch", body)
 	}
 }
 
