@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"testing"
 	"time"
 
@@ -566,6 +567,38 @@ func TestSubmitWritesTheSameJobWithOrWithoutChecks(t *testing.T) {
 // sent with one profile, others with their own, and each stored job has
 // its own fields whatever profile it used; the reply names only the
 // duplicates, each at its position in the batch.
+// TestSubmitReturnsPlainJobsAsGiven pins UnchangedBySubmit: jobs with
+// neither an idempotency key nor dependencies come back as the very jobs
+// given, unchanged, so that a caller may read them while Submit runs.
+func TestSubmitReturnsPlainJobsAsGiven(t *testing.T) {
+	e := newEnv(t)
+	jobs := []*job.Job{
+		e.build(t, job.Spec{Type: "a", Payload: json.RawMessage(`{"i":0}`)}),
+		e.build(t, job.Spec{Type: "b", Group: "g", Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}),
+	}
+	if !queue.UnchangedBySubmit(jobs) {
+		t.Fatal("plain jobs reported as changed by Submit")
+	}
+	before := make([]job.Job, len(jobs))
+	for i, j := range jobs {
+		before[i] = *j
+	}
+	res, err := e.q.Submit(e.ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Job != jobs[i] || !reflect.DeepEqual(*r.Job, before[i]) {
+			t.Fatalf("job %d came back as %+v, want the job given, unchanged: %+v", i, r.Job, before[i])
+		}
+	}
+	for _, s := range []job.Spec{{Type: "a", IdempotencyKey: "k"}, {Type: "a", DependsOn: []string{"#0"}}} {
+		if queue.UnchangedBySubmit([]*job.Job{jobs[0], e.build(t, s)}) {
+			t.Errorf("%+v reported as unchanged by Submit", s)
+		}
+	}
+}
+
 func TestSubmitSharesProfilesAndNamesDuplicatesByPosition(t *testing.T) {
 	e := newEnv(t)
 	first := e.submit(t, job.Spec{Type: "stored", IdempotencyKey: "stored-key"})[0]

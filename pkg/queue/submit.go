@@ -66,7 +66,8 @@ func (e *MixedBatchError) Error() string {
 // script call: every job must be in the same queue (MixedBatchError
 // otherwise). A dependency may name an earlier job of the same call as
 // "#n". Concurrent single-job submits to one queue share script calls (see
-// coalescer).
+// coalescer). The jobs returned are the ones given, but for duplicates
+// (see UnchangedBySubmit).
 func (c *Client) Submit(ctx context.Context, jobs []*job.Job) ([]Submitted, error) {
 	if len(jobs) == 1 && len(jobs[0].DependsOn) == 0 {
 		if err := c.register(ctx, jobs[0].Queue); err != nil {
@@ -92,6 +93,20 @@ func (c *Client) Submit(ctx context.Context, jobs []*job.Job) ([]Submitted, erro
 		return nil, err
 	}
 	return c.submitQueue(ctx, jobs[0].Queue, jobs, idx, false)
+}
+
+// UnchangedBySubmit reports whether Submit stores and returns jobs exactly
+// as given: it writes to a job only to resolve "#n" dependencies, and it
+// answers with another job only for a duplicate, which needs an
+// idempotency key. Jobs without either may then be read while Submit runs
+// (the API encodes a batch's answer meanwhile).
+func UnchangedBySubmit(jobs []*job.Job) bool {
+	for _, j := range jobs {
+		if j.IdempotencyKey != "" || len(j.DependsOn) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // hasStoredDeps reports whether a job of idx depends on a job outside the
