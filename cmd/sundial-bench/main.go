@@ -11,6 +11,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -125,6 +126,16 @@ func freshQueue(ctx context.Context, rdb *redis.Client, name string) (string, fu
 	}
 }
 
+// producer returns the client a scenario submits with, registered as a
+// reader of the storage format as the API is, so that it writes what a
+// deployment writes (compact job hashes once the gate opened, format.go),
+// and a function that ends the registration.
+func producer(ctx context.Context, rdb *redis.Client) (*queue.Client, func()) {
+	c := queue.New(rdb, queue.Options{})
+	_, reg := c.Register(ctx, "bench", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return c, func() { _ = reg.Close() }
+}
+
 func build(q string, n int, mod func(*job.Spec)) []*job.Job {
 	now := time.Now()
 	out := make([]*job.Job, n)
@@ -153,7 +164,8 @@ func submitBatches(ctx context.Context, c *queue.Client, jobs []*job.Job) {
 func benchBatch(ctx context.Context, rdb *redis.Client, o options) {
 	q, cleanup := freshQueue(ctx, rdb, "batch")
 	defer cleanup()
-	c := queue.New(rdb, queue.Options{})
+	c, closeProducer := producer(ctx, rdb)
+	defer closeProducer()
 	jobs := build(q, o.jobs, nil)
 	start := time.Now()
 	// Four producers, 1000-job batches.
@@ -172,7 +184,8 @@ func benchBatch(ctx context.Context, rdb *redis.Client, o options) {
 func benchSingle(ctx context.Context, rdb *redis.Client, o options) {
 	q, cleanup := freshQueue(ctx, rdb, "single")
 	defer cleanup()
-	c := queue.New(rdb, queue.Options{})
+	c, closeProducer := producer(ctx, rdb)
+	defer closeProducer()
 	n := o.jobs / 2
 	jobs := build(q, n, nil)
 	var next atomic.Int64
@@ -230,7 +243,8 @@ func waitDone(ctx context.Context, c *queue.Client, q string, n int64, timeout t
 func benchDrain(ctx context.Context, rdb *redis.Client, o options) {
 	q, cleanup := freshQueue(ctx, rdb, "drain")
 	defer cleanup()
-	c := queue.New(rdb, queue.Options{})
+	c, closeProducer := producer(ctx, rdb)
+	defer closeProducer()
 	submitBatches(ctx, c, build(q, o.jobs, nil))
 	profBefore := redisProfile(ctx, rdb)
 	cpuBefore := processCPU()
@@ -352,7 +366,8 @@ func percentiles(d []time.Duration) string {
 func benchLatency(ctx context.Context, rdb *redis.Client, o options) {
 	q, cleanup := freshQueue(ctx, rdb, "latency")
 	defer cleanup()
-	c := queue.New(rdb, queue.Options{})
+	c, closeProducer := producer(ctx, rdb)
+	defer closeProducer()
 	var mu sync.Mutex
 	var lat []time.Duration
 	sent := map[string]time.Time{}
@@ -390,10 +405,11 @@ func benchLatency(ctx context.Context, rdb *redis.Client, o options) {
 func benchDue(ctx context.Context, rdb *redis.Client, o options) {
 	q, cleanup := freshQueue(ctx, rdb, "due")
 	defer cleanup()
-	c := queue.New(rdb, queue.Options{})
+	c, closeProducer := producer(ctx, rdb)
+	defer closeProducer()
 	pctx, stopPoller := context.WithCancel(ctx)
 	pdone := make(chan struct{})
-	go func() { _ = poller.New(c, poller.Config{}).Run(pctx); close(pdone) }()
+	go func() { _ = poller.New(queue.New(rdb, queue.Options{}), poller.Config{}).Run(pctx); close(pdone) }()
 	defer func() { stopPoller(); <-pdone }()
 
 	var mu sync.Mutex

@@ -209,12 +209,12 @@ func TestJobsQueuesDead(t *testing.T) {
 	s.cli(t, "", args("dead list")).want(t, exitUsage, "queue name")
 }
 
-// TestStorageCommand shows the storage format (2 on a new Redis), the
+// TestStorageCommand shows the storage format (the newest on a new Redis), the
 // API as its reader, and a worker of an older release.
 func TestStorageCommand(t *testing.T) {
 	s := startServer(t)
-	s.cli(t, "", args("storage")).want(t, exitOK, "storage format 3 (this API reads 1, 2, 3, writes 3)", "ROLE", "api")
-	s.cli(t, "", args("storage --json")).want(t, exitOK, `"format": "3"`, `"role": "api"`)
+	s.cli(t, "", args("storage")).want(t, exitOK, "storage format 4 (this API reads 1, 2, 3, 4, writes 4)", "ROLE", "api")
+	s.cli(t, "", args("storage --json")).want(t, exitOK, `"format": "4"`, `"role": "api"`)
 	s.cli(t, "", args("storage extra")).want(t, exitUsage, "no arguments")
 	old := queue.WorkerInfo{ID: "old-1", Hostname: "elsewhere", PID: 7, Queues: []string{"default"}, ActiveJobs: []string{}, StartedAt: time.Now()}
 	if err := s.q.Heartbeat(context.Background(), old, time.Minute); err != nil {
@@ -222,12 +222,12 @@ func TestStorageCommand(t *testing.T) {
 	}
 	s.cli(t, "", args("storage")).want(t, exitOK, "workers not registered (a release from before the storage format): old-1")
 	// A Redis still at format 1 while a process that reads only format 1
-	// runs: the command says what holds format 3 back.
+	// runs: the command says what holds format 4 back.
 	ctx, rdb := context.Background(), s.q.Redis()
 	rdb.ZAdd(ctx, "sundial:{.storage}:readers", redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "old-reader"})
 	rdb.HSet(ctx, "sundial:{.storage}:reader-info", "old-reader", `{"id":"old-reader","role":"worker","reads":[1],"writes":1}`)
 	rdb.Del(ctx, "sundial:{.storage}:format")
-	s.cli(t, "", args("storage")).want(t, exitOK, "storage format 1", "format 3 is written once no process lacks it; these read older formats only: old-reader")
+	s.cli(t, "", args("storage")).want(t, exitOK, "storage format 1", "format 4 is written once no process lacks it; these read older formats only: old-reader")
 }
 
 // TestLimitsCommands sets, lists and deletes a limit and submits a grouped

@@ -27,10 +27,13 @@ import (
 // the engine's code. Move it to the newest landing whenever the scripts, or
 // what the engine writes to Redis, change, so that every change is checked
 // against the release it replaces.
-const previousRelease = "b9466f5a2fe6dfd9bbee5adddfae76767b853c0a"
+const previousRelease = "039b531b2ed846ae4ccc0d412930ae01683176f2"
 
-// oldFormat is the newest storage format previousRelease writes.
-const oldFormat = "2"
+// oldFormat is the newest storage format previousRelease writes, and
+// oldReads the formats it reads.
+const oldFormat = 3
+
+var oldReads = []int{1, 2, 3}
 
 // oldServices builds the api, worker and poller of commit, taken from this
 // repository's history, and returns the directory holding them. Without
@@ -88,8 +91,8 @@ func TestRollingUpgrade(t *testing.T) {
 	// The old release runs first, as in a rollout: a new process that found
 	// no reader lacking the newest format would switch the storage format
 	// at once, and the old processes starting after it would be refused.
-	// The old release reads formats 1 and 2, and on this new Redis moves
-	// the marker to 2 at once.
+	// The old release reads formats 1 to 3, and on this new Redis moves
+	// the marker to 3 at once.
 	oldAddr, newAddr := proctest.FreeAddr(t), proctest.FreeAddr(t)
 	oldAPI := startProc(t, filepath.Join(old, "api"), append(env, "SUNDIAL_HTTP_ADDR="+oldAddr)...)
 	oldPoller := startProc(t, filepath.Join(old, "poller"), env...)
@@ -107,12 +110,8 @@ func TestRollingUpgrade(t *testing.T) {
 	// each, so that both workers are busy for seconds.
 	sleep := job.Spec{Type: "sundial.sleep", Payload: json.RawMessage(`{"ms":200}`),
 		TimeoutSeconds: ptr(1), MaxAttempts: ptr(10), Backoff: &job.Backoff{}}
-	viaAPI := func(base string, n int) []*job.Job {
+	viaAPI := func(base string, specs ...job.Spec) []*job.Job {
 		t.Helper()
-		specs := make([]job.Spec, n)
-		for i := range specs {
-			specs[i] = sleep
-		}
 		body, _ := json.Marshal(map[string]any{"jobs": specs})
 		res, err := http.Post("http://"+base+"/v1/jobs/batch", "application/json", bytes.NewReader(body))
 		if err != nil {
@@ -120,7 +119,7 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		defer res.Body.Close()
 		var out struct{ Jobs []*job.Job }
-		if res.StatusCode != http.StatusCreated || json.NewDecoder(res.Body).Decode(&out) != nil || len(out.Jobs) != n {
+		if res.StatusCode != http.StatusCreated || json.NewDecoder(res.Body).Decode(&out) != nil || len(out.Jobs) != len(specs) {
 			t.Fatalf("batch through %s: %d", base, res.StatusCode)
 		}
 		return out.Jobs
@@ -134,8 +133,8 @@ func TestRollingUpgrade(t *testing.T) {
 	// In rounds, so that each list holds what both releases wrote, mixed,
 	// before the workers start.
 	for range 4 {
-		expect(job.Succeeded, viaAPI(newAddr, 25)...)
-		expect(job.Succeeded, viaAPI(oldAddr, 25)...)
+		expect(job.Succeeded, viaAPI(newAddr, slices.Repeat([]job.Spec{sleep}, 25)...)...)
+		expect(job.Succeeded, viaAPI(oldAddr, slices.Repeat([]job.Spec{sleep}, 25)...)...)
 		specs := []job.Spec{}
 		for range 25 {
 			specs = append(specs, sleep)
@@ -184,22 +183,22 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		return false
 	})
-	// The old release registers as a reader of formats 1 and 2, which keeps
-	// the gate to the newest format shut: the marker stays at 2, and the new
-	// processes write format 2, the marker's (docs/engine.md, "Storage
+	// The old release registers as a reader of formats 1 to 3, which keeps
+	// the gate to the newest format shut: the marker stays at 3, and the new
+	// processes write format 3, the marker's (docs/engine.md, "Storage
 	// format").
-	queuetest.Eventually(t, 10*time.Second, "the old release registered, reading formats 1 and 2, the new writing 2", func() bool {
+	queuetest.Eventually(t, 10*time.Second, "the old release registered, reading formats 1 to 3, the new writing 3", func() bool {
 		st, err := q.Storage(ctx, time.Minute)
-		if err != nil || st.Format != oldFormat || len(st.Unregistered) != 0 {
+		if err != nil || st.Format != strconv.Itoa(oldFormat) || len(st.Unregistered) != 0 {
 			return false
 		}
 		for _, r := range st.Readers {
-			if slices.Contains(r.Reads, queue.WriteFormat) && r.Writes != 2 {
+			if slices.Contains(r.Reads, queue.WriteFormat) && r.Writes != oldFormat {
 				return false
 			}
 		}
 		return slices.ContainsFunc(st.Readers, func(r queue.ReaderInfo) bool {
-			return r.Role == "worker" && slices.Equal(r.Reads, []int{1, 2})
+			return r.Role == "worker" && slices.Equal(r.Reads, oldReads)
 		})
 	})
 	oldWorker.Kill()
@@ -233,7 +232,7 @@ func TestRollingUpgrade(t *testing.T) {
 		t.Fatalf("the releases did not share the work: %v", ranOn)
 	}
 	t.Logf("%d jobs, finished by worker: %v, leases expired: %d", len(want), ranOn, countEvents(t, counts, "lease_expired"))
-	if st, err := q.Storage(ctx, time.Minute); err != nil || st.Format != oldFormat {
+	if st, err := q.Storage(ctx, time.Minute); err != nil || st.Format != strconv.Itoa(oldFormat) {
 		t.Fatalf("storage = %+v, %v; the marker moved while the old release ran", st, err)
 	}
 
@@ -259,11 +258,24 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		return true
 	})
-	after := make([]job.Spec, 40)
-	for i := range after {
-		after[i] = sleep
+	// Through the library (a client that never registered writes every
+	// field) and through the new API, whose jobs are compact now (format
+	// 4): a job at every default keeps neither its id nor its defaults on
+	// its hash, and reads back whole.
+	late := submit(t, q, slices.Repeat([]job.Spec{sleep}, 40))
+	late = append(late, viaAPI(newAddr, slices.Repeat([]job.Spec{sleep}, 20)...)...)
+	compact := viaAPI(newAddr, job.Spec{Type: "sundial.echo"}, job.Spec{Type: "sundial.echo", Priority: job.Low, DelaySeconds: ptr(1.0)})
+	for i, j := range compact {
+		h := rdb.HGetAll(ctx, queue.JobKey("default", j.ID)).Val()
+		_, hasID := h["id"]
+		_, hasMax := h["max_attempts"]
+		_, hasPrio := h["priority"]
+		_, hasRunAt := h["run_at"]
+		if hasID || hasMax || hasPrio != (i == 1) || hasRunAt != (i == 1) {
+			t.Fatalf("job %d submitted after the switch is not compact: %v", i, h)
+		}
 	}
-	late := submit(t, q, after)
+	late = append(late, compact...)
 	queuetest.Eventually(t, 30*time.Second, "a job running under a claim of format 2 or later", func() bool {
 		recs, _ := rdb.HVals(ctx, queue.QueueKey("default", "active")).Result() // the padding has no space
 		return slices.ContainsFunc(recs, func(r string) bool { return strings.Count(r, " ") == 5 })
@@ -273,8 +285,11 @@ func TestRollingUpgrade(t *testing.T) {
 	}
 	waitAllFinal(t, q, len(want), 60*time.Second)
 	for _, j := range late {
-		if got, err := q.Get(ctx, j.ID); err != nil || got.State != job.Succeeded || got.Attempt != 1 || got.StartedAt == nil || got.WorkerID == "" {
-			t.Fatalf("job %s after the switch: %+v, %v", j.ID, got, err)
+		got, err := q.Get(ctx, j.ID)
+		if err != nil || got.State != job.Succeeded || got.Attempt != 1 || got.StartedAt == nil || got.WorkerID == "" ||
+			got.ID != j.ID || got.Queue != "default" || got.Priority != j.Priority || got.MaxAttempts != j.MaxAttempts ||
+			got.TimeoutSeconds != j.TimeoutSeconds || got.Backoff != j.Backoff || !got.RunAt.Equal(j.RunAt.Truncate(time.Millisecond)) {
+			t.Fatalf("job %s after the switch: %+v, %v; submitted %+v", j.ID, got, err, j)
 		}
 	}
 	again := startProc(t, filepath.Join(old, "worker"), append(env, "SUNDIAL_WORKER_ID=old-again")...)

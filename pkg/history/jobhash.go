@@ -27,10 +27,11 @@ type jobHash struct {
 	traceparent    string
 }
 
-// decodeJobHash reads the fields of a job hash (queue.JobKey) with the
-// engine's decoder; nil when the hash is gone (pruned after its retention).
-func decodeJobHash(h map[string]string) *jobHash {
-	j := queue.DecodeJob(h)
+// decodeJobHash reads the fields of job id's hash in queue (queue.JobKey)
+// with the engine's decoder; nil when the hash is gone (pruned after its
+// retention).
+func decodeJobHash(q, id string, h map[string]string) *jobHash {
+	j := queue.DecodeJob(q, id, h)
 	if j == nil {
 		return nil
 	}
@@ -73,7 +74,7 @@ func (h *jobHash) fields() bson.D {
 }
 
 // hashFields are the job hash fields the history reads (see decodeJobHash).
-var hashFields = []string{"id", "state", "payload", "result", "priority", "max_attempts", "timeout",
+var hashFields = []string{"type", "state", "payload", "result", "priority", "max_attempts", "timeout",
 	"backoff_base", "backoff_max", "run_at", "created_at", "depends_on", "idempotency_key", "group", "traceparent"}
 
 // readJobHashes fills in the hash of each group with one pipelined round
@@ -97,7 +98,7 @@ func readJobHashes(ctx context.Context, rdb redis.UniversalClient, groups []*job
 				h[hashFields[j]] = s
 			}
 		}
-		g.hash = decodeJobHash(h)
+		g.hash = decodeJobHash(g.queue, g.id, h)
 	}
 	return nil
 }

@@ -15,10 +15,15 @@ import (
 // hash (written by submit.lua and the transitions) and the event stream
 // entry (written by emit in lua/lib.lua).
 
-// DecodeJob turns a job hash (JobKey), or the fields of it that were read,
-// into a Job. It returns nil when the hash is gone (no "id" field).
-func DecodeJob(h map[string]string) *job.Job {
-	if h["id"] == "" {
+// DecodeJob turns the job hash of job id in queue (JobKey), or the fields
+// of it that were read, into a Job. It returns nil when the hash is gone
+// (no "type" field, which every format writes). A field that storage
+// format 4 leaves out reads as that format's default (lua/lib.lua,
+// JOB_DEFAULTS): the id and queue are the key's, run_at is created_at,
+// and the rest are job.DefaultMaxAttempts, job.DefaultTimeoutSeconds,
+// job.DefaultBackoff, priority normal and attempt 0.
+func DecodeJob(queue, id string, h map[string]string) *job.Job {
+	if h["type"] == "" {
 		return nil
 	}
 	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
@@ -32,15 +37,15 @@ func DecodeJob(h map[string]string) *job.Job {
 		return &t
 	}
 	j := &job.Job{
-		ID:             h["id"],
-		Queue:          h["queue"],
+		ID:             id,
+		Queue:          queue,
 		Type:           h["type"],
-		Priority:       job.Priority(h["priority"]),
+		Priority:       job.Normal,
 		State:          job.State(h["state"]),
 		Attempt:        atoi(h["attempt"]),
-		MaxAttempts:    atoi(h["max_attempts"]),
-		TimeoutSeconds: atoi(h["timeout"]),
-		Backoff:        job.Backoff{BaseSeconds: f64(h["backoff_base"]), MaxSeconds: f64(h["backoff_max"])},
+		MaxAttempts:    job.DefaultMaxAttempts,
+		TimeoutSeconds: job.DefaultTimeoutSeconds,
+		Backoff:        job.DefaultBackoff,
 		IdempotencyKey: h["idempotency_key"],
 		Group:          h["group"],
 		Traceparent:    h["traceparent"],
@@ -49,11 +54,27 @@ func DecodeJob(h map[string]string) *job.Job {
 		WorkerID:       h["worker_id"],
 		LastError:      h["last_error"],
 	}
-	if s := h["run_at"]; s != "" {
-		j.RunAt = ts(s)
+	if s := h["priority"]; s != "" {
+		j.Priority = job.Priority(s)
+	}
+	if s := h["max_attempts"]; s != "" {
+		j.MaxAttempts = atoi(s)
+	}
+	if s := h["timeout"]; s != "" {
+		j.TimeoutSeconds = atoi(s)
+	}
+	if s := h["backoff_base"]; s != "" {
+		j.Backoff.BaseSeconds = f64(s)
+	}
+	if s := h["backoff_max"]; s != "" {
+		j.Backoff.MaxSeconds = f64(s)
 	}
 	if s := h["created_at"]; s != "" {
 		j.CreatedAt = ts(s)
+	}
+	j.RunAt = j.CreatedAt
+	if s := h["run_at"]; s != "" {
+		j.RunAt = ts(s)
 	}
 	if p := h["payload"]; p != "" {
 		j.Payload = json.RawMessage(p)
@@ -76,7 +97,7 @@ func DecodeJob(h map[string]string) *job.Job {
 // activeRecord is a job's entry in its queue's active hash, the record of
 // its running attempt (parse_active in lua/lib.lua reads the same):
 // "<token> <attempt> <type>[ <slots>]" in storage format 1, and
-// "<token> <attempt> <type> <slots> <started ms> <worker>" in formats 2 and 3.
+// "<token> <attempt> <type> <slots> <started ms> <worker>" in formats 2 to 4.
 type activeRecord struct {
 	Token, Attempt, Type, Slots string
 	// Format2 says the record holds the attempt's start and worker, which
@@ -107,7 +128,7 @@ func parseActive(rec string) (r activeRecord, ok bool) {
 // it was.
 func overlayActive(h map[string]string, rec string) {
 	r, ok := parseActive(rec)
-	if !ok || h["id"] == "" {
+	if !ok || h["type"] == "" {
 		return
 	}
 	h["state"] = string(job.Active)

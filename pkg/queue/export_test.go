@@ -35,7 +35,7 @@ func ActiveRecords(ctx context.Context, rdb redis.Cmdable, queue string) (int64,
 	return n, err
 }
 
-// SetWriteFormat makes c's claims write storage format f (1 to 3), as a
+// SetWriteFormat makes c's claims and submits write storage format f (1 to 4), as a
 // registration does once the gate opened.
 func SetWriteFormat(c *Client, f int) { c.fence.writes.Store(int32(f)) }
 

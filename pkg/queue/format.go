@@ -39,9 +39,13 @@ import (
 //
 // Format 2 keeps a running attempt's token, number, worker and start in
 // the queue's active record only: a claim writes nothing on the job hash.
-// Format 3 (this release's) is format 2 with a padding entry in the lease
-// set and the active hash (lua/lib.lua, PAD), which an older release would
-// count as a running job. A process writes the newest format only once the
+// Format 3 is format 2 with a padding entry in the lease set and the
+// active hash (lua/lib.lua, PAD), which an older release would count as a
+// running job. Format 4 (this release's) is format 3 with compact job
+// hashes: a submit leaves out the fields a reader knows without them (the
+// id and queue, in the key; run_at equal to created_at; the defaults of
+// lua/lib.lua's JOB_DEFAULTS), which an older release would read as empty.
+// A process writes the newest format only once the
 // gate opened: the marker moved to it (switchFormat, tried by every
 // registered process while no live reader lacks the format and no worker
 // of a release from before the registry is alive) and the marker's
@@ -57,13 +61,13 @@ import (
 const (
 	// WriteFormat is the newest storage format this release writes, once
 	// the gate to it opened.
-	WriteFormat = 3
+	WriteFormat = 4
 	// ReaderTTL is how long a registration lasts unrenewed.
 	ReaderTTL = 30 * time.Second
 )
 
 // readFormats are the storage formats this release reads.
-var readFormats = []int{1, 2, 3}
+var readFormats = []int{1, 2, 3, 4}
 
 // ReadFormats returns the storage formats this release reads.
 func ReadFormats() []int { return slices.Clone(readFormats) }
@@ -234,6 +238,15 @@ type fence struct {
 
 // claimFormat is claim.lua's format argument: the format this client writes.
 func (c *Client) claimFormat() string { return strconv.Itoa(c.Writing()) }
+
+// submitFormat is submit.lua's format argument: "4" once this client
+// writes format 4 (compact job hashes), else "" (every field).
+func (c *Client) submitFormat() string {
+	if c.Writing() >= 4 {
+		return "4"
+	}
+	return ""
+}
 
 // Writing returns the storage format the client's claims write now: 1
 // until its registration found the newer one writable (format.go).

@@ -72,8 +72,9 @@ func TestClaimPassesOverARunningJobsID(t *testing.T) {
 // Releases of both formats share a queue during a rolling upgrade, and an
 // attempt begun in one format may end through a process of the other (or
 // of this release, which writes either): every way an attempt ends works
-// on attempts of both formats, read and finished by a client that writes
-// the other one.
+// on attempts of every format, read and finished by a client that writes
+// another one. In format 4 the job was submitted compact (its
+// max_attempts, 3, is the default and stays off its hash).
 func TestFormatsMixInOneQueue(t *testing.T) {
 	t.Parallel()
 	type end struct {
@@ -135,14 +136,14 @@ func TestFormatsMixInOneQueue(t *testing.T) {
 		name     string
 		claimed  int
 		noRecord bool
-	}{{"format 1", 1, false}, {"format 2", 2, false}, {"format 3", 3, false}, {"format 1 before the active hash", 1, true}} {
+	}{{"format 1", 1, false}, {"format 2", 2, false}, {"format 3", 3, false}, {"format 4", 4, false}, {"format 1 before the active hash", 1, true}} {
 		claimed := c.claimed
 		for _, en := range ends {
 			t.Run(c.name+"/"+en.name, func(t *testing.T) {
 				e := newEnv(t)
 				other := queue.New(e.srv.Client(), queue.Options{Now: e.clock.Now, LeaseClock: e.clock.Now, LeaseTTL: 11 * time.Second, LeaseGrace: time.Second})
 				queue.SetWriteFormat(e.q, claimed)
-				queue.SetWriteFormat(other, map[int]int{1: queue.WriteFormat, 2: 1, 3: 1}[claimed])
+				queue.SetWriteFormat(other, map[int]int{1: queue.WriteFormat, 2: 1, 3: 1, 4: 1}[claimed])
 				j := e.submit(t, job.Spec{Type: "t", MaxAttempts: ptr(3), Backoff: &job.Backoff{}})[0]
 				l := e.claim(t, "default", 1)
 				if len(l) != 1 {

@@ -88,7 +88,7 @@ func (c *Client) getIn(ctx context.Context, k *queueKeys, id string) (*job.Job, 
 	if r := rec.Val(); r != "" {
 		overlayActive(h, r)
 	}
-	j := DecodeJob(h)
+	j := DecodeJob(k.name, id, h)
 	if j == nil {
 		return nil, ErrNotFound
 	}
@@ -252,8 +252,8 @@ func (c *Client) Dead(ctx context.Context, queue string, limit int, cursor strin
 		}
 	}
 	out := make([]*job.Job, 0, len(cmds))
-	for _, cmd := range cmds {
-		if j := DecodeJob(cmd.Val()); j != nil {
+	for i, cmd := range cmds {
+		if j := DecodeJob(queue, zs[i].Member.(string), cmd.Val()); j != nil {
 			out = append(out, j)
 		}
 	}

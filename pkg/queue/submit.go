@@ -208,12 +208,12 @@ func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*j
 			return nil, err
 		}
 	}
-	args := make([]any, 0, 17+len(g.fields())+4*len(idx))
+	args := make([]any, 0, 18+len(g.fields())+4*len(idx))
 	dry := "0"
 	if dryRun {
 		dry = "1"
 	}
-	args = append(args, len(idx), c.opts.IdempotencyWindow.Milliseconds(), dry)
+	args = append(args, len(idx), c.opts.IdempotencyWindow.Milliseconds(), dry, c.submitFormat())
 	if g == nil {
 		args = append(args, "", "", 0, "", "", 0)
 	} else {

@@ -7,7 +7,7 @@
 -- job already final, or {'not_found'}.
 local id = ARGV[6]
 local jk = JOB .. id
-local f = redis.call('HMGET', jk, 'type', 'state', 'attempt', 'priority', 'worker_id', 'parked')
+local f = job_fields(id, {'type', 'state', 'attempt', 'priority', 'worker_id', 'parked'})
 if not f[2] then return {'not_found'} end
 local state = f[2]
 if state == 'succeeded' or state == 'dead' or state == 'cancelled' then return {'conflict', state} end

@@ -5,8 +5,9 @@
 --         (its order is kept: types guard a claim, queues route work).
 -- ARGV[10] the storage format to write: '2' keeps the attempt's token,
 --         number, worker and start in its K_ACTIVE record only, and writes
---         nothing on the job hash; '3' does the same and also writes PAD
---         (lib.lua) into K_LEASES and K_ACTIVE; anything else is format 1,
+--         nothing on the job hash; '3' and '4' do the same and also write PAD
+--         (lib.lua) into K_LEASES and K_ACTIVE (format 4 changes only what
+--         a submit writes); anything else is format 1,
 --         which also writes them on the hash (see parse_active in
 --         lib.lua). A client passes a format only once every live process
 --         reads it (format.go).
@@ -38,8 +39,9 @@ local n = tonumber(ARGV[6])
 local need = n
 local worker = ARGV[7]
 local ttl = tonumber(ARGV[8])
-local format2 = ARGV[10] == '2' or ARGV[10] == '3'
-local pad = ARGV[10] == '3'
+local format = tonumber(ARGV[10] or '') or 1
+local format2 = format >= 2
+local pad = format >= 3
 local types = nil
 if ARGV[9] and ARGV[9] ~= '' then
   types = {}
@@ -132,7 +134,7 @@ local function take(id, f)
   local o = #out
   out[o + 1] = id; out[o + 2] = token; out[o + 3] = f[1]; out[o + 4] = f[2]
   out[o + 5] = attempt; out[o + 6] = f[4]; out[o + 7] = f[5]; out[o + 8] = f[6]
-  out[o + 9] = f[7]; out[o + 10] = f[8]; out[o + 11] = f[10] or ''; out[o + 12] = f[11] or ''
+  out[o + 9] = f[7]; out[o + 10] = f[8] or f[7]; out[o + 11] = f[10] or ''; out[o + 12] = f[11] or ''
   need = need - 1
 end
 
@@ -166,7 +168,7 @@ for pi, list in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
         id = gid
       end
       if id then
-        local f = redis.call('HMGET', JOB .. id, unpack(FIELDS))
+        local f = job_fields(id, FIELDS)
         local active = redis.call('HEXISTS', K_ACTIVE, id) == 1
         if f[9] == 'queued' and not active and not types[f[1]] then break end
         if gl then
@@ -192,7 +194,7 @@ for pi, list in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
       -- running (a format-2 claim leaves its hash saying queued).
       local act = hmget_chunked(K_ACTIVE, ids)
       for k, id in ipairs(ids) do
-        if id ~= '' then consider(id, redis.call('HMGET', JOB .. id, unpack(FIELDS)), act[k]) end
+        if id ~= '' then consider(id, job_fields(id, FIELDS), act[k]) end
       end
     end
   end

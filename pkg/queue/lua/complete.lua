@@ -52,7 +52,7 @@ for i = 1, n do
       emit(id, jtype, 'succeeded', 'succeeded', attempt, worker, '')
       out[i] = 'succeeded'
     else
-      local p = redis.call('HMGET', jk, 'max_attempts', 'backoff_base', 'backoff_max', 'priority', 'group')
+      local p = job_fields(id, {'max_attempts', 'backoff_base', 'backoff_max', 'priority', 'group'})
       out[i] = retry_or_bury(id, {jtype, attempt, p[1], p[2], p[3], p[4], p[5]}, detail, outcome == 'fail', tonumber(r), 'failed', rworker or worker, slots, started)
     end
   end

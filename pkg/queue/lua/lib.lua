@@ -43,6 +43,28 @@ local K_ACTIVE
 -- a value it has no space, which no active record lacks (parse_active).
 local PAD = '~padding:keeps-this-key-in-its-hash-table-encoding(docs/engine.md,storage-format-3)'
 local PAD_SCORE = '9007199254740991'
+-- JOB_DEFAULTS are storage format 4's defaults: a submit in format 4
+-- leaves out of the job hash `id` and `queue` (both in its key), `run_at`
+-- when it equals `created_at`, and every field below whose value is the
+-- default given here, and readers take an absent field for its default.
+-- The values are the format's, fixed: they equal job.DefaultMaxAttempts,
+-- job.DefaultTimeoutSeconds and job.DefaultBackoff, and pkg/queue's
+-- DecodeJob applies the same (docs/engine.md, "Storage format").
+local JOB_DEFAULTS = {attempt = '0', priority = 'normal', max_attempts = '3', timeout = '30',
+  backoff_base = '5', backoff_max = '3600'}
+
+-- job_fields is HMGET of job id's fields, an absent one being its format-4
+-- default (JOB_DEFAULTS), or false when it has none (`run_at`'s is
+-- `created_at`, which the caller applies). A job whose hash is gone reads
+-- false for every field that has no default: callers tell it by `type`
+-- or `state`.
+local function job_fields(id, fields)
+  local f = redis.call('HMGET', JOB .. id, unpack(fields))
+  for i = 1, #fields do
+    if not f[i] then f[i] = JOB_DEFAULTS[fields[i]] or false end
+  end
+  return f
+end
 -- The flow-control keys (see "Limits" below).
 local K_LIMITS, K_LIMUSE, K_LIMSTAT, K_TIMERS
 -- The events of this call (see emit).
@@ -416,7 +438,7 @@ local function unpark(slot, k)
   -- To the heads in reverse: the first popped is the first claimed.
   for i = #r - 1, 1, -2 do
     local id = r[i]
-    local f = redis.call('HMGET', JOB .. id, 'priority', 'group')
+    local f = job_fields(id, {'priority', 'group'})
     redis.call('HDEL', JOB .. id, 'parked')
     enqueue(id, f[1], f[2], true)
   end
@@ -593,10 +615,10 @@ end
 -- release starts a job whose dependencies are all done: scheduled when its
 -- run_at is still ahead, queued otherwise. Returns 1 when it became queued.
 local function release(id)
-  local f = redis.call('HMGET', JOB .. id, 'type', 'priority', 'run_at', 'attempt', 'group')
+  local f = job_fields(id, {'type', 'priority', 'run_at', 'attempt', 'group', 'created_at'})
   if not f[1] then return 0 end
   redis.call('ZREM', K_WAIT, id)
-  local run_at = tonumber(f[3])
+  local run_at = tonumber(f[3] or f[6])
   if run_at > NOW then
     local before = earliest()
     redis.call('ZADD', K_SCHED, run_at, id)
@@ -648,7 +670,7 @@ local function finish(id, state, extra)
 end
 
 cancel_waiting = function(id, why)
-  local f = redis.call('HMGET', JOB .. id, 'type', 'state', 'attempt')
+  local f = job_fields(id, {'type', 'state', 'attempt'})
   if f[2] ~= 'waiting' then return end
   redis.call('ZREM', K_WAIT, id)
   local pkey = QK .. 'deps:' .. id

@@ -8,7 +8,7 @@ local released = 0
 for i = 1, n do
   local id, token = ARGV[5 + 2 * i], ARGV[6 + 2 * i]
   local jk = JOB .. id
-  local f = redis.call('HMGET', jk, 'type', 'priority', 'worker_id', 'group')
+  local f = job_fields(id, {'type', 'priority', 'worker_id', 'group'})
   local cur, attempt, _, slots, started, worker = running(id)
   if f[1] and cur == token then
     attempt = tonumber(attempt) - 1

@@ -2,10 +2,13 @@
 -- ARGV[6]  number of jobs n
 -- ARGV[7]  idempotency window, ms
 -- ARGV[8]  '1' = dry run: check only, write nothing
--- ARGV[9]  guard: a sorted set in this queue's slot ('' = no guard); with it
--- ARGV[10] member, ARGV[11] expected score, ARGV[12] new score ('' = remove the member),
--- ARGV[13] a hash in this queue's slot to record in ('' = none),
--- ARGV[14] m, then m field/value pairs for HSET on that hash.
+-- ARGV[9]  the storage format to write: '4' writes compact job hashes (see
+--          JOB_DEFAULTS in lib.lua), anything else every field. A client
+--          passes 4 only once every live process reads it (format.go).
+-- ARGV[10] guard: a sorted set in this queue's slot ('' = no guard); with it
+-- ARGV[11] member, ARGV[12] expected score, ARGV[13] new score ('' = remove the member),
+-- ARGV[14] a hash in this queue's slot to record in ('' = none),
+-- ARGV[15] m, then m field/value pairs for HSET on that hash.
 --          The submit happens only while the member's score equals the
 --          expected one (compare-and-set); the score then moves to the new one.
 -- then p, the number of profiles, and p groups of 8: type, priority,
@@ -27,10 +30,11 @@
 local n = tonumber(ARGV[6])
 local idem_ttl = ARGV[7]
 local dry_run = ARGV[8] == '1'
-local guard_key, guard_member, guard_expect, guard_next = ARGV[9], ARGV[10], ARGV[11], ARGV[12]
-local rec_key, rec_m = ARGV[13], tonumber(ARGV[14])
-local pbase = 16 + 2 * rec_m -- the first profile
-local base = pbase + 8 * tonumber(ARGV[15 + 2 * rec_m]) -- the first job
+local compact = ARGV[9] == '4'
+local guard_key, guard_member, guard_expect, guard_next = ARGV[10], ARGV[11], ARGV[12], ARGV[13]
+local rec_key, rec_m = ARGV[14], tonumber(ARGV[15])
+local pbase = 17 + 2 * rec_m -- the first profile
+local base = pbase + 8 * tonumber(ARGV[16 + 2 * rec_m]) -- the first job
 if guard_key ~= '' then
   local cur = redis.call('ZSCORE', guard_key, guard_member)
   if not cur or tonumber(cur) ~= tonumber(guard_expect) then return {'guard', cur or ''} end
@@ -101,6 +105,23 @@ end
 if dry_run then return {'ok'} end
 
 -- Phase 2: write.
+-- profile_fields returns the fields of profile pf (its first argument) that
+-- a format-4 hash holds: those unlike JOB_DEFAULTS, and run_at unless it
+-- equals created_at; worked out once per profile.
+local PROFILE_FIELDS = {'priority', 'max_attempts', 'timeout', 'backoff_base', 'backoff_max'} -- ARGV[pf + 1…5]
+local pcache = {}
+local function profile_fields(pf)
+  local t = pcache[pf]
+  if t then return t end
+  t = {}
+  for i = 1, 5 do
+    local field, v = PROFILE_FIELDS[i], ARGV[pf + i]
+    if v ~= JOB_DEFAULTS[field] then t[#t + 1] = field; t[#t + 1] = v end
+  end
+  if ARGV[pf + 7] ~= ARGV[pf + 6] then t[#t + 1] = 'run_at'; t[#t + 1] = ARGV[pf + 7] end
+  pcache[pf] = t
+  return t
+end
 local out = {'ok'}
 local ready, created = 0, 0
 b = base
@@ -134,13 +155,26 @@ for i = 1, n do
     if j and #j.pending > 0 then state = 'waiting'
     elseif run_at > NOW then state = 'scheduled'
     else state = 'queued' end
-    -- In the order a claim reads them (claim.lua's FIELDS) and a success
-    -- writes them, first: a small hash is one flat list that Redis scans
-    -- from its start for every field it reads or writes.
-    redis.call('HSET', JOB .. id, 'state', state, 'attempt', '0', 'type', jtype, 'payload', payload,
-      'max_attempts', ARGV[pf + 2], 'timeout', ARGV[pf + 3], 'priority', prio, 'created_at', created_at,
-      'run_at', run_at_s, 'id', id, 'queue', QUEUE, 'backoff_base', ARGV[pf + 4], 'backoff_max', ARGV[pf + 5],
-      unpack(opt))
+    if compact then
+      -- Format 4: what a reader knows without it stays out (JOB_DEFAULTS).
+      local pfields = profile_fields(pf)
+      if #pfields == 0 and #opt == 0 then
+        redis.call('HSET', JOB .. id, 'state', state, 'type', jtype, 'payload', payload, 'created_at', created_at)
+      else
+        local hf = {'state', state, 'type', jtype, 'payload', payload, 'created_at', created_at}
+        for _, v in ipairs(pfields) do hf[#hf + 1] = v end
+        for _, v in ipairs(opt) do hf[#hf + 1] = v end
+        redis.call('HSET', JOB .. id, unpack(hf))
+      end
+    else
+      -- In the order a claim reads them (claim.lua's FIELDS) and a success
+      -- writes them, first: a small hash is one flat list that Redis scans
+      -- from its start for every field it reads or writes.
+      redis.call('HSET', JOB .. id, 'state', state, 'attempt', '0', 'type', jtype, 'payload', payload,
+        'max_attempts', ARGV[pf + 2], 'timeout', ARGV[pf + 3], 'priority', prio, 'created_at', created_at,
+        'run_at', run_at_s, 'id', id, 'queue', QUEUE, 'backoff_base', ARGV[pf + 4], 'backoff_max', ARGV[pf + 5],
+        unpack(opt))
+    end
     if idem ~= '' then
       redis.call('SET', QK .. 'idem:' .. idem, id, 'PX', idem_ttl)
     end
@@ -172,7 +206,7 @@ if guard_key ~= '' then
   else redis.call('ZADD', guard_key, guard_next, guard_member) end
 end
 if rec_key ~= '' and rec_m > 0 then
-  redis.call('HSET', rec_key, unpack(ARGV, 15, 14 + 2 * rec_m))
+  redis.call('HSET', rec_key, unpack(ARGV, 16, 15 + 2 * rec_m))
 end
 if created > 0 then redis.call('HINCRBY', K_STATS, 'submitted_total', created) end
 signal(ready)
