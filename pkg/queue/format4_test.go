@@ -2,7 +2,10 @@ package queue_test
 
 import (
 	"encoding/json"
+	"maps"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,5 +112,67 @@ func TestFormat4WritesCompactJobHashes(t *testing.T) {
 	h := rdb.HGetAll(e.ctx, queue.JobKey("default", old.ID)).Val()
 	if h["id"] != old.ID || h["queue"] != "default" || h["max_attempts"] != "3" || h["priority"] != "normal" || h["run_at"] != h["created_at"] {
 		t.Fatalf("a format-3 submit wrote %v", h)
+	}
+}
+
+// scripts/expand-job-hashes.sh, the step of a rollback past format 4
+// (docs/engine.md), writes on each compact job hash exactly the fields a
+// submit in format 3 writes, whatever the job, and changes nothing the
+// second time.
+func TestExpandJobHashesScriptWritesFormat3Hashes(t *testing.T) {
+	e := newEnv(t)
+	rdb := e.srv.Client()
+	three := queue.New(rdb, queue.Options{Now: e.clock.Now})
+	queue.SetWriteFormat(three, 3)
+	specs := []job.Spec{
+		{Type: "plain", Payload: json.RawMessage(`{"n":1}`)},
+		{Type: "full", Queue: "other", Priority: job.High, MaxAttempts: ptr(5), TimeoutSeconds: ptr(10),
+			Backoff: &job.Backoff{BaseSeconds: 1, MaxSeconds: 60}, DelaySeconds: ptr(2.0), Group: "g"},
+		{Type: "low", Priority: job.Low},
+	}
+	var compact, full []*job.Job
+	for _, s := range specs {
+		compact = append(compact, e.submit(t, s)...)
+		j := e.build(t, s)
+		if _, err := three.Submit(e.ctx, []*job.Job{j}); err != nil {
+			t.Fatal(err)
+		}
+		full = append(full, j)
+	}
+	// A job that ran and succeeded: its attempt fields are the run's.
+	l := e.claim(t, "default", 1)
+	e.complete(t, "default", queue.Outcome{ID: l[0].Job.ID, Token: l[0].Token, Kind: queue.OutcomeSucceeded, WorkerID: "w1"})
+
+	expand := func() string {
+		host, port, _ := strings.Cut(e.srv.Addr(), ":")
+		out, err := exec.Command("bash", "../../scripts/expand-job-hashes.sh", "-h", host, "-p", port).CombinedOutput()
+		if err != nil {
+			t.Fatalf("expand-job-hashes.sh: %v\n%s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if out := expand(); out != "expanded 3 job hashes" {
+		t.Fatalf("first run said %q, want 3 expanded (the format-3 hashes left alone)", out)
+	}
+	for i := range specs {
+		a := rdb.HGetAll(e.ctx, queue.JobKey(compact[i].Queue, compact[i].ID)).Val()
+		b := rdb.HGetAll(e.ctx, queue.JobKey(full[i].Queue, full[i].ID)).Val()
+		if a["id"] != compact[i].ID || a["queue"] != compact[i].Queue {
+			t.Fatalf("job %d expanded with id %q queue %q", i, a["id"], a["queue"])
+		}
+		if l[0].Job.ID == compact[i].ID {
+			if a["state"] != "succeeded" || a["attempt"] != "1" || a["worker_id"] != "w1" {
+				t.Fatalf("the finished job's hash after expanding: %v", a)
+			}
+			continue
+		}
+		delete(a, "id")
+		delete(b, "id")
+		if !maps.Equal(a, b) {
+			t.Errorf("job %d (%s): expanded %v, format 3 wrote %v", i, specs[i].Type, a, b)
+		}
+	}
+	if out := expand(); out != "expanded 0 job hashes" {
+		t.Fatalf("second run said %q, want nothing expanded", out)
 	}
 }
