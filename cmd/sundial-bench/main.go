@@ -11,7 +11,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -126,16 +125,6 @@ func freshQueue(ctx context.Context, rdb *redis.Client, name string) (string, fu
 	}
 }
 
-// producer returns the client a scenario submits with, registered as a
-// reader of the storage format as the API is, so that it writes what a
-// deployment writes (compact job hashes once the gate opened, format.go),
-// and a function that ends the registration.
-func producer(ctx context.Context, rdb *redis.Client) (*queue.Client, func()) {
-	c := queue.New(rdb, queue.Options{})
-	_, reg := c.Register(ctx, "bench", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	return c, func() { _ = reg.Close() }
-}
-
 func build(q string, n int, mod func(*job.Spec)) []*job.Job {
 	now := time.Now()
 	out := make([]*job.Job, n)
@@ -164,8 +153,7 @@ func submitBatches(ctx context.Context, c *queue.Client, jobs []*job.Job) {
 func benchBatch(ctx context.Context, rdb *redis.Client, o options) {
 	q, cleanup := freshQueue(ctx, rdb, "batch")
 	defer cleanup()
-	c, closeProducer := producer(ctx, rdb)
-	defer closeProducer()
+	c := queue.New(rdb, queue.Options{})
 	jobs := build(q, o.jobs, nil)
 	start := time.Now()
 	// Four producers, 1000-job batches.
@@ -184,8 +172,7 @@ func benchBatch(ctx context.Context, rdb *redis.Client, o options) {
 func benchSingle(ctx context.Context, rdb *redis.Client, o options) {
 	q, cleanup := freshQueue(ctx, rdb, "single")
 	defer cleanup()
-	c, closeProducer := producer(ctx, rdb)
-	defer closeProducer()
+	c := queue.New(rdb, queue.Options{})
 	n := o.jobs / 2
 	jobs := build(q, n, nil)
 	var next atomic.Int64
@@ -243,8 +230,7 @@ func waitDone(ctx context.Context, c *queue.Client, q string, n int64, timeout t
 func benchDrain(ctx context.Context, rdb *redis.Client, o options) {
 	q, cleanup := freshQueue(ctx, rdb, "drain")
 	defer cleanup()
-	c, closeProducer := producer(ctx, rdb)
-	defer closeProducer()
+	c := queue.New(rdb, queue.Options{})
 	submitBatches(ctx, c, build(q, o.jobs, nil))
 	profBefore := redisProfile(ctx, rdb)
 	cpuBefore := processCPU()
@@ -366,8 +352,7 @@ func percentiles(d []time.Duration) string {
 func benchLatency(ctx context.Context, rdb *redis.Client, o options) {
 	q, cleanup := freshQueue(ctx, rdb, "latency")
 	defer cleanup()
-	c, closeProducer := producer(ctx, rdb)
-	defer closeProducer()
+	c := queue.New(rdb, queue.Options{})
 	var mu sync.Mutex
 	var lat []time.Duration
 	sent := map[string]time.Time{}
@@ -405,8 +390,7 @@ func benchLatency(ctx context.Context, rdb *redis.Client, o options) {
 func benchDue(ctx context.Context, rdb *redis.Client, o options) {
 	q, cleanup := freshQueue(ctx, rdb, "due")
 	defer cleanup()
-	c, closeProducer := producer(ctx, rdb)
-	defer closeProducer()
+	c := queue.New(rdb, queue.Options{})
 	pctx, stopPoller := context.WithCancel(ctx)
 	pdone := make(chan struct{})
 	go func() { _ = poller.New(queue.New(rdb, queue.Options{}), poller.Config{}).Run(pctx); close(pdone) }()

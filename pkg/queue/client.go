@@ -88,7 +88,8 @@ type Client struct {
 	opts    Options
 	scripts *scripts
 	mode    scriptMode
-	fence   fence // see Register
+	fence   fence    // see Register
+	follow  follower // what an unregistered client writes (followMarker)
 	// customClock: the caller set Options.Now or LeaseClock, so every
 	// script call carries the caller's clock (see WaitAndClaim).
 	customClock bool

@@ -35,9 +35,13 @@ func ActiveRecords(ctx context.Context, rdb redis.Cmdable, queue string) (int64,
 	return n, err
 }
 
-// SetWriteFormat makes c's claims and submits write storage format f (1 to 4), as a
-// registration does once the gate opened.
-func SetWriteFormat(c *Client, f int) { c.fence.writes.Store(int32(f)) }
+// SetWriteFormat makes c's claims and submits write storage format f (1 to
+// 4) from now on, as a registration does once the gate opened; c no longer
+// follows the marker (followMarker).
+func SetWriteFormat(c *Client, f int) {
+	c.follow.pinned.Store(true)
+	c.fence.writes.Store(int32(f))
+}
 
 // ActiveRecord and ParseActive read an entry of a queue's active hash.
 type ActiveRecord = activeRecord

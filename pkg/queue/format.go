@@ -55,9 +55,10 @@ import (
 // was ever seen (a new deployment) the format is writable at once
 // (lua/switch.lua). Until then a process writes the marker's format while
 // that is writable, and keeps writing what it wrote while the marker moves
-// on (every live process reads it); on a client that never registered,
-// and one whose first registration found no format writable, claims write
-// format 1.
+// on (every live process reads it); one whose first registration found no
+// format writable writes format 1. A client that never registered writes
+// the newest format once that is writable and format 1 otherwise
+// (followMarker).
 const (
 	// WriteFormat is the newest storage format this release writes, once
 	// the gate to it opened.
@@ -237,15 +238,54 @@ type fence struct {
 }
 
 // claimFormat is claim.lua's format argument: the format this client writes.
-func (c *Client) claimFormat() string { return strconv.Itoa(c.Writing()) }
+func (c *Client) claimFormat(ctx context.Context) string {
+	c.followMarker(ctx)
+	return strconv.Itoa(c.Writing())
+}
 
 // submitFormat is submit.lua's format argument: "4" once this client
 // writes format 4 (compact job hashes), else "" (every field).
-func (c *Client) submitFormat() string {
+func (c *Client) submitFormat(ctx context.Context) string {
+	c.followMarker(ctx)
 	if c.Writing() >= 4 {
 		return "4"
 	}
 	return ""
+}
+
+// follower keeps what a client that never registered writes in step with
+// the marker (see followMarker).
+type follower struct {
+	mu     sync.Mutex
+	next   atomic.Int64 // when to look again: since(fence.born), ns
+	pinned atomic.Bool  // the format was set by hand (tests)
+}
+
+// followMarker decides what a client that never registered writes: the
+// newest format once the marker is at it and it is writable, after trying
+// to move the marker there as a registered process's renewal does
+// (trySwitch: only while no live reader lacks it and no worker of a
+// release from before the registry is alive), else format 1. A new
+// deployment's producers then write compact job hashes from their first
+// submit. It looks again every renewal interval: the first caller past it
+// looks while the others go on with what the client wrote so far.
+func (c *Client) followMarker(ctx context.Context) {
+	if c.fence.regs.Load() > 0 || c.follow.pinned.Load() || time.Since(c.fence.born) < time.Duration(c.follow.next.Load()) {
+		return
+	}
+	if !c.follow.mu.TryLock() {
+		return
+	}
+	defer c.follow.mu.Unlock()
+	if time.Since(c.fence.born) < time.Duration(c.follow.next.Load()) {
+		return
+	}
+	w := int32(1)
+	if c.trySwitch(ctx, slog.Default()) {
+		w = WriteFormat
+	}
+	c.fence.writes.Store(w)
+	c.follow.next.Store(int64(time.Since(c.fence.born) + renewEvery))
 }
 
 // Writing returns the storage format the client's claims write now: 1
@@ -420,19 +460,22 @@ func (r *Registration) setWrites(marker int, writable bool) bool {
 // does nothing while a worker of a release from before the registry is
 // alive (Storage's unregistered workers) or, in the script, while a live
 // registration lacks the format.
-func (r *Registration) switchFormat(ctx context.Context) bool {
-	st, err := r.c.Storage(ctx, unregisteredWorkerAge)
+func (r *Registration) switchFormat(ctx context.Context) bool { return r.c.trySwitch(ctx, r.log) }
+
+// trySwitch is switchFormat for any client; log gets the move.
+func (c *Client) trySwitch(ctx context.Context, log *slog.Logger) bool {
+	st, err := c.Storage(ctx, unregisteredWorkerAge)
 	if err != nil || len(st.Unregistered) > 0 {
 		return false
 	}
-	res, err := r.c.call(ctx, r.c.rdb, r.c.scripts.switchFormat, []string{keyFormat, keyReaders, keyReadersInfo},
+	res, err := c.call(ctx, c.rdb, c.scripts.switchFormat, []string{keyFormat, keyReaders, keyReadersInfo},
 		[]any{WriteFormat, readerTTL.Milliseconds()}).Slice()
 	if err != nil || len(res) != 3 {
 		return false
 	}
 	if res[0] == int64(1) {
 		at, _ := res[2].(int64)
-		r.log.Info("moved the storage format marker: every live process reads the new format",
+		log.Info("moved the storage format marker: every live process reads the new format",
 			"format", WriteFormat, "writable_at", msTime(at))
 	}
 	return res[1] == int64(1)

@@ -214,15 +214,15 @@ func TestStorageFormatGateOpens(t *testing.T) {
 	}
 	reg.Close()
 
-	// An upgrade: a release that reads only format 1 runs.
+	// An upgrade: a release that reads only format 1 runs, and has jobs.
 	srv = queuetest.Start(t)
 	rdb := srv.Client()
 	q = queue.New(rdb, queue.Options{})
+	old := olderRelease(ctx, rdb, "old", "[1]")
+	old(true)
 	if err := submitOne(ctx, q); err != nil {
 		t.Fatal(err)
 	}
-	old := olderRelease(ctx, rdb, "old", "[1]")
-	old(true)
 	_, reg = q.Register(ctx, "worker", nil)
 	defer reg.Close()
 	heldBack(t, q, reg, "1", 1, "a reader of format 1 alive")

@@ -1,16 +1,21 @@
 package queue_test
 
 import (
+	"context"
 	"encoding/json"
 	"maps"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 )
 
 // In storage format 4 a submit leaves out of the job hash what a reader
@@ -175,4 +180,42 @@ func TestExpandJobHashesScriptWritesFormat3Hashes(t *testing.T) {
 	if out := expand(); out != "expanded 0 job hashes" {
 		t.Fatalf("second run said %q, want nothing expanded", out)
 	}
+}
+
+// A client that never registered (a producer using the library) follows
+// the marker: in a new deployment its first submit moves the marker to the
+// newest format and is compact; while a live reader lacks the format it
+// writes every field, and once that reader is gone it moves the marker
+// itself and writes the newest format when the move settled. Not parallel:
+// it shortens the package's registration timing.
+func TestUnregisteredClientFollowsTheMarker(t *testing.T) {
+	ctx := context.Background()
+	compact := func(rdb *redis.Client, q *queue.Client) bool {
+		t.Helper()
+		j, _ := (&job.Spec{Type: "t"}).Build(time.Now())
+		if _, err := q.Submit(ctx, []*job.Job{j}); err != nil {
+			t.Fatal(err)
+		}
+		return rdb.HExists(ctx, queue.JobKey("default", j.ID), "id").Val() == false
+	}
+
+	rdb, q := gateRedis(t)
+	if !compact(rdb, q) || q.Writing() != queue.WriteFormat {
+		t.Fatalf("the first submit on a new Redis wrote every field (writes %d)", q.Writing())
+	}
+	if got := rdb.HGet(ctx, formatKey, "format").Val(); got != strconv.Itoa(queue.WriteFormat) {
+		t.Fatalf("marker %q after the first submit", got)
+	}
+
+	rdb, q = gateRedis(t)
+	old := olderRelease(ctx, rdb, "old", "[1,2,3]")
+	old(true)
+	for range 5 {
+		if compact(rdb, q) {
+			t.Fatal("a compact job hash while a reader of formats 1 to 3 is alive")
+		}
+		time.Sleep(60 * time.Millisecond) // past a renewal interval: the client looks again
+	}
+	old(false)
+	queuetest.Eventually(t, 10*time.Second, "the client to write compact job hashes", func() bool { return compact(rdb, q) })
 }

@@ -30,7 +30,7 @@ func (c *Client) Claim(ctx context.Context, queue string, n int, workerID string
 func (c *Client) ClaimTypes(ctx context.Context, queue string, n int, workerID string, types []string) ([]Lease, error) {
 	k := c.keysFor(queue)
 	now := c.opts.Now()
-	res, err := c.run(ctx, c.scripts.claim, k, now, n, workerID, c.opts.LeaseTTL.Milliseconds(), strings.Join(types, ","), c.claimFormat()).StringSlice()
+	res, err := c.run(ctx, c.scripts.claim, k, now, n, workerID, c.opts.LeaseTTL.Milliseconds(), strings.Join(types, ","), c.claimFormat(ctx)).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -137,7 +137,7 @@ func statuses(res []string) []Status {
 // the round trip that reports them.
 func (c *Client) CompleteAndClaim(ctx context.Context, queue string, outcomes []Outcome, n int, workerID string) ([]Status, []Lease, error) {
 	now := c.opts.Now()
-	args := c.outcomeArgs([]any{n, workerID, c.opts.LeaseTTL.Milliseconds(), "", c.claimFormat()}, outcomes)
+	args := c.outcomeArgs([]any{n, workerID, c.opts.LeaseTTL.Milliseconds(), "", c.claimFormat(ctx)}, outcomes)
 	res, err := c.run(ctx, c.scripts.cycle, c.keysFor(queue), now, args...).Slice()
 	if err != nil {
 		return nil, nil, fmt.Errorf("complete and claim: %w", err)

@@ -213,7 +213,7 @@ func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*j
 	if dryRun {
 		dry = "1"
 	}
-	args = append(args, len(idx), c.opts.IdempotencyWindow.Milliseconds(), dry, c.submitFormat())
+	args = append(args, len(idx), c.opts.IdempotencyWindow.Milliseconds(), dry, c.submitFormat(ctx))
 	if g == nil {
 		args = append(args, "", "", 0, "", "", 0)
 	} else {

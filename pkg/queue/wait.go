@@ -64,7 +64,7 @@ func (c *Client) WaitAndClaim(ctx context.Context, queue string, n int, workerID
 		return c.Claim(ctx, queue, n, workerID)
 	}
 	k := c.keysFor(queue)
-	argv := c.argv(k, time.Time{}, []any{n, workerID, c.opts.LeaseTTL.Milliseconds(), "", c.claimFormat()})
+	argv := c.argv(k, time.Time{}, []any{n, workerID, c.opts.LeaseTTL.Milliseconds(), "", c.claimFormat(ctx)})
 	argv[2] = "" // now: Redis' TIME (lib.lua, begin)
 	pipe := c.rdb.Pipeline()
 	pipe.BLPop(ctx, timeout.Truncate(time.Second), k.key(kSignal))

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,27 +104,25 @@ func (e *env) setNext(t *testing.T, q, id string, at time.Time) {
 	}
 }
 
-// jobs returns every job in queue q (id, type, run_at), read from the job
-// hashes themselves: a queue becomes known to the engine only after its
-// first submit returns.
+// jobs returns every job in queue q, read from the job hashes themselves
+// with the engine's decoder: a queue becomes known to the engine only
+// after its first submit returns.
 func (e *env) jobs(t *testing.T, q string) []*job.Job {
 	t.Helper()
 	rdb := e.q.Redis()
 	var out []*job.Job
-	iter := rdb.Scan(e.ctx, 0, "sundial:job:{"+q+"}:*", 1000).Iterator()
+	prefix := queue.JobKey(q, "")
+	iter := rdb.Scan(e.ctx, 0, prefix+"*", 1000).Iterator()
 	for iter.Next(e.ctx) {
-		h, err := rdb.HMGet(e.ctx, iter.Val(), "id", "type", "run_at").Result()
+		h, err := rdb.HGetAll(e.ctx, iter.Val()).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, _ := h[0].(string)
-		typ, _ := h[1].(string)
-		runAt, _ := h[2].(string)
-		ms, err := strconv.ParseInt(runAt, 10, 64)
-		if err != nil {
-			t.Fatalf("job %s: run_at %q", iter.Val(), runAt)
+		j := queue.DecodeJob(q, strings.TrimPrefix(iter.Val(), prefix), h)
+		if j == nil || j.RunAt.IsZero() {
+			t.Fatalf("job %s: %v", iter.Val(), h)
 		}
-		out = append(out, &job.Job{ID: id, Queue: q, Type: typ, RunAt: time.UnixMilli(ms).UTC()})
+		out = append(out, j)
 	}
 	if err := iter.Err(); err != nil {
 		t.Fatal(err)

@@ -52,6 +52,9 @@ local PAD_SCORE = '9007199254740991'
 -- DecodeJob applies the same (docs/engine.md, "Storage format").
 local JOB_DEFAULTS = {attempt = '0', priority = 'normal', max_attempts = '3', timeout = '30',
   backoff_base = '5', backoff_max = '3600'}
+-- PROFILE_DEFAULTED are the fields of a submit's profile (submit.lua) that
+-- have a default, in their order there (arguments 2 to 6 of a profile).
+local PROFILE_DEFAULTED = {'priority', 'max_attempts', 'timeout', 'backoff_base', 'backoff_max'}
 
 -- job_fields is HMGET of job id's fields, an absent one being its format-4
 -- default (JOB_DEFAULTS), or false when it has none (`run_at`'s is

@@ -108,14 +108,13 @@ if dry_run then return {'ok'} end
 -- profile_fields returns the fields of profile pf (its first argument) that
 -- a format-4 hash holds: those unlike JOB_DEFAULTS, and run_at unless it
 -- equals created_at; worked out once per profile.
-local PROFILE_FIELDS = {'priority', 'max_attempts', 'timeout', 'backoff_base', 'backoff_max'} -- ARGV[pf + 1…5]
 local pcache = {}
 local function profile_fields(pf)
   local t = pcache[pf]
   if t then return t end
   t = {}
   for i = 1, 5 do
-    local field, v = PROFILE_FIELDS[i], ARGV[pf + i]
+    local field, v = PROFILE_DEFAULTED[i], ARGV[pf + i]
     if v ~= JOB_DEFAULTS[field] then t[#t + 1] = field; t[#t + 1] = v end
   end
   if ARGV[pf + 7] ~= ARGV[pf + 6] then t[#t + 1] = 'run_at'; t[#t + 1] = ARGV[pf + 7] end
