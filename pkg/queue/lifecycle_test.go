@@ -731,3 +731,23 @@ func storedAsSubmitted(got, want *job.Job) bool {
 		got.RunAt.Equal(want.RunAt) && got.CreatedAt.Equal(want.CreatedAt) && string(got.Payload) == string(want.Payload) &&
 		got.Group == want.Group && got.Traceparent == want.Traceparent && got.IdempotencyKey == want.IdempotencyKey
 }
+
+// A batch's submitted events are one stream entry listing "id type
+// attempt" per job, comma-separated; a call of one job writes a plain
+// entry (queue.ParseEvents reads both).
+func TestSubmittedEventsAreOneEntryPerCall(t *testing.T) {
+	e := newEnv(t)
+	batch := e.submit(t, job.Spec{Type: "a"}, job.Spec{Type: "b.c"}, job.Spec{Type: "a"})
+	one := e.submit(t, job.Spec{Type: "d"})[0]
+	xs, err := e.q.Redis().XRange(e.ctx, queue.EventStreamKey("default"), "-", "+").Result()
+	if err != nil || len(xs) != 2 {
+		t.Fatalf("%d stream entries (%v), want 2", len(xs), err)
+	}
+	want := batch[0].ID + " a 0," + batch[1].ID + " b.c 0," + batch[2].ID + " a 0"
+	if got := xs[0].Values["jobs"]; got != want || xs[0].Values["event"] != "submitted" {
+		t.Fatalf("the batch's entry = %v, want jobs %q", xs[0].Values, want)
+	}
+	if v := xs[1].Values; v["job_id"] != one.ID || v["type"] != "d" || v["attempt"] != "0" || v["jobs"] != nil {
+		t.Fatalf("the single submit's entry = %v", v)
+	}
+}

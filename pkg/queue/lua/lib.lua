@@ -219,16 +219,15 @@ local function flush_events()
   -- No MAXLEN here: an event is removed only once every history writer
   -- recorded it, or by the operator's explicit cap (see the poller).
   for _, g in ipairs(ev_groups) do
-    if #g.jobs == 1 then
-      local j = g.jobs[1]
+    local p = g.parts
+    if #p == 6 then
       redis.call('XADD', K_EVENTS, '*',
-        'job_id', j[1], 'queue', QUEUE, 'type', j[2], 'event', g.event, 'state', g.state,
-        'attempt', j[3], 'worker_id', g.worker, 'error', g.err, 'at', NOW_S)
+        'job_id', p[1], 'queue', QUEUE, 'type', p[3], 'event', g.event, 'state', g.state,
+        'attempt', p[5], 'worker_id', g.worker, 'error', g.err, 'at', NOW_S)
     else
-      local list = {}
-      for i, j in ipairs(g.jobs) do list[i] = j[1] .. ' ' .. j[2] .. ' ' .. j[3] end -- concat formats a number attempt
+      p[#p] = nil -- the last job's ','
       redis.call('XADD', K_EVENTS, '*',
-        'jobs', table.concat(list, ','), 'queue', QUEUE, 'event', g.event, 'state', g.state,
+        'jobs', table.concat(p), 'queue', QUEUE, 'event', g.event, 'state', g.state,
         'worker_id', g.worker, 'error', g.err, 'at', NOW_S)
     end
   end
@@ -250,11 +249,16 @@ local function emit(id, jtype, event, state, attempt, worker, err, pct, msg)
   end
   local g = ev_last
   if not (g and g.event == event and g.state == state and g.worker == worker and g.err == err) then
-    g = {event = event, state = state, worker = worker, err = err, jobs = {}}
+    g = {event = event, state = state, worker = worker, err = err, parts = {}}
     ev_groups[#ev_groups + 1] = g
     ev_last = g
   end
-  g.jobs[#g.jobs + 1] = {id, jtype, attempt}
+  -- The job's piece of the 'jobs' field, "id type attempt,", as six
+  -- entries that table.concat joins once: no string per job here.
+  if attempt == nil then error('emit: no attempt for job ' .. id) end
+  local p = g.parts
+  local n = #p
+  p[n + 1] = id; p[n + 2] = ' '; p[n + 3] = jtype; p[n + 4] = ' '; p[n + 5] = attempt; p[n + 6] = ','
 end
 
 -- signal wakes up to n idle workers blocked on the queue's signal list.
