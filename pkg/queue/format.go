@@ -288,8 +288,9 @@ func (c *Client) followMarker(ctx context.Context) {
 	c.follow.next.Store(int64(time.Since(c.fence.born) + renewEvery))
 }
 
-// Writing returns the storage format the client's claims write now: 1
-// until its registration found the newer one writable (format.go).
+// Writing returns the storage format the client's claims and submits
+// write now: 1 until its registration (or, never registered, its look at
+// the marker: followMarker) found a newer one writable.
 func (c *Client) Writing() int { return int(c.fence.writes.Load()) }
 
 // check returns why a script may not run now, or nil.
