@@ -35,7 +35,7 @@ func (s *Server) submitJob(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	j, err := spec.Build(s.now())
+	j, err := spec.BuildDecoded(s.now())
 	if err != nil {
 		fail(c, err)
 		return
@@ -73,7 +73,7 @@ func (s *Server) submitBatch(c *gin.Context) {
 	traceparent := requestTraceparent(c)
 	jobs := make([]*job.Job, len(specs))
 	for i := range specs {
-		j, err := specs[i].Build(now)
+		j, err := specs[i].BuildDecoded(now)
 		if err != nil {
 			var fe *job.FieldError
 			if errors.As(err, &fe) {

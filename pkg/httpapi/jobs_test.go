@@ -84,6 +84,9 @@ func TestSubmitValidation(t *testing.T) {
 		{"not an object", `[{"type":"a"}]`, ""},
 		{"trailing data", `{"type":"a"} {}`, ""},
 		{"malformed", `{"type":`, ""},
+		// The payload is checked once, by the decoder (job.Spec.BuildDecoded
+		// does not check it again).
+		{"payload malformed", `{"type":"a","payload":{"a":}}`, ""},
 		{"empty body", ``, ""},
 		{"null", `null`, "type"},
 	}

@@ -38,6 +38,7 @@ import (
 type options struct {
 	base, key, mode, queue, jobType string
 	conns, batch, clients, workers  int
+	payloadBytes                    int
 	rate                            float64
 	pids, redis                     string
 	duration, grace                 time.Duration
@@ -54,6 +55,7 @@ func main() {
 	flag.StringVar(&o.jobType, "type", "bench.noop", "job type")
 	flag.IntVar(&o.conns, "c", 32, "concurrent connections (submit, batch)")
 	flag.IntVar(&o.batch, "batch", 1000, "jobs per batch (batch)")
+	flag.IntVar(&o.payloadBytes, "payload-bytes", 0, "submit, batch, lib-*: pad each job's payload with a string of this many bytes (0: a ~25-byte payload)")
 	flag.IntVar(&o.clients, "clients", 500, "websocket clients (stream)")
 	flag.IntVar(&o.workers, "workers", 20, "long-polling HTTP workers (claim)")
 	flag.StringVar(&o.pids, "pids", "", "claim: name=pid,… of processes whose CPU time to report (e.g. api=123,redis=456)")
@@ -130,7 +132,11 @@ func (r *result) fail(err error) {
 }
 
 func (b *bench) jobBody() []byte {
-	body, _ := json.Marshal(map[string]any{"queue": b.o.queue, "type": b.o.jobType, "payload": map[string]any{"n": 1, "note": "apibench"}})
+	payload := map[string]any{"n": 1, "note": "apibench"}
+	if b.o.payloadBytes > 0 {
+		payload["pad"] = strings.Repeat("x", b.o.payloadBytes)
+	}
+	body, _ := json.Marshal(map[string]any{"queue": b.o.queue, "type": b.o.jobType, "payload": payload})
 	return body
 }
 
