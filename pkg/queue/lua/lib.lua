@@ -68,6 +68,10 @@ local function job_fields(id, fields)
   end
   return f
 end
+-- The field lists the functions below read per job, made once.
+local PRIORITY_GROUP = {'priority', 'group'}
+local RELEASE_FIELDS = {'type', 'priority', 'run_at', 'attempt', 'group', 'created_at'}
+local TYPE_STATE_ATTEMPT = {'type', 'state', 'attempt'}
 -- The flow-control keys (see "Limits" below).
 local K_LIMITS, K_LIMUSE, K_LIMSTAT, K_TIMERS
 -- The events of this call (see emit).
@@ -445,7 +449,7 @@ local function unpark(slot, k)
   -- To the heads in reverse: the first popped is the first claimed.
   for i = #r - 1, 1, -2 do
     local id = r[i]
-    local f = job_fields(id, {'priority', 'group'})
+    local f = job_fields(id, PRIORITY_GROUP)
     redis.call('HDEL', JOB .. id, 'parked')
     enqueue(id, f[1], f[2], true)
   end
@@ -622,7 +626,7 @@ end
 -- release starts a job whose dependencies are all done: scheduled when its
 -- run_at is still ahead, queued otherwise. Returns 1 when it became queued.
 local function release(id)
-  local f = job_fields(id, {'type', 'priority', 'run_at', 'attempt', 'group', 'created_at'})
+  local f = job_fields(id, RELEASE_FIELDS)
   if not f[1] then return 0 end
   redis.call('ZREM', K_WAIT, id)
   local run_at = tonumber(f[3] or f[6])
@@ -677,7 +681,7 @@ local function finish(id, state, extra)
 end
 
 cancel_waiting = function(id, why)
-  local f = job_fields(id, {'type', 'state', 'attempt'})
+  local f = job_fields(id, TYPE_STATE_ATTEMPT)
   if f[2] ~= 'waiting' then return end
   redis.call('ZREM', K_WAIT, id)
   local pkey = QK .. 'deps:' .. id

@@ -8,8 +8,9 @@ local limit = tonumber(ARGV[6])
 local ids = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', NOW, 'LIMIT', 0, limit)
 if #ids > 0 then
   local ready_jobs = ready_batch() -- one LPUSH per list (lib.lua)
+  local fields = {'type', 'priority', 'attempt', 'group'}
   for _, id in ipairs(ids) do
-    local f = job_fields(id, {'type', 'priority', 'attempt', 'group'})
+    local f = job_fields(id, fields)
     if f[1] then
       ready_jobs.add(id, f[2], f[4])
       redis.call('HSET', JOB .. id, 'state', 'queued')

@@ -12,9 +12,10 @@
 local limit = tonumber(ARGV[6])
 local ids = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', lease_now(), 'LIMIT', 0, limit)
 local reclaimed = 0
+local fields = {'type', 'attempt', 'max_attempts', 'backoff_base', 'backoff_max', 'priority', 'group', 'worker_id'}
 for i, id in ipairs(ids) do
   if id == PAD then break end -- only past PAD_SCORE (year ~287,000): never a lease
-  local f = job_fields(id, {'type', 'attempt', 'max_attempts', 'backoff_base', 'backoff_max', 'priority', 'group', 'worker_id'})
+  local f = job_fields(id, fields)
   local token, attempt, _, slots, started, worker = running(id)
   if f[1] and token then
     f[2] = attempt

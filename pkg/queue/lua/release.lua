@@ -5,10 +5,11 @@
 -- Returns the number of jobs released.
 local n = tonumber(ARGV[6])
 local released = 0
+local fields = {'type', 'priority', 'worker_id', 'group'}
 for i = 1, n do
   local id, token = ARGV[5 + 2 * i], ARGV[6 + 2 * i]
   local jk = JOB .. id
-  local f = job_fields(id, {'type', 'priority', 'worker_id', 'group'})
+  local f = job_fields(id, fields)
   local cur, attempt, _, slots, started, worker = running(id)
   if f[1] and cur == token then
     attempt = tonumber(attempt) - 1

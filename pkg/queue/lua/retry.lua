@@ -6,10 +6,11 @@
 local dead_only = ARGV[6] == 'dead'
 local n = tonumber(ARGV[7])
 local count = 0
+local fields = {'type', 'state', 'priority', 'group'}
 for i = 1, n do
   local id = ARGV[7 + i]
   local jk = JOB .. id
-  local f = job_fields(id, {'type', 'state', 'priority', 'group'})
+  local f = job_fields(id, fields)
   if not f[2] then
     if n == 1 then return {'not_found'} end
   elseif f[2] ~= 'dead' and (dead_only or f[2] ~= 'cancelled') then
