@@ -78,7 +78,7 @@ wait_for() { # description, command… (up to 60 s)
 
 say "starting Redis on 127.0.0.1:$redis_port"
 start redis redis redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$state/redis" \
-  --appendonly yes --appendfsync everysec --save ""
+  --appendonly yes --appendfsync everysec --save "" --hash-max-listpack-value 1024
 wait_for "Redis" redis-cli -p "$redis_port" ping
 export SUNDIAL_REDIS_URL="redis://127.0.0.1:$redis_port/0"
 
