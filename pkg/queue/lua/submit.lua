@@ -105,34 +105,26 @@ end
 if dry_run then return {'ok'} end
 
 -- Phase 2: write.
--- profile_at returns where the profile a job names (its 1-based number,
--- as the string sent) starts among the arguments, and profile_due[that]
--- is its run_at as a number: each worked out once per profile, not per
--- job (a number conversion per job was ~1 % of a batch's Redis time).
-local pstart, profile_due = {}, {}
-local function profile_at(num)
-  local pf = pstart[num]
-  if pf then return pf end
-  pf = pbase + 8 * (tonumber(num) - 1)
-  pstart[num] = pf
-  profile_due[pf] = tonumber(ARGV[pf + 7])
-  return pf
-end
--- profile_fields returns the fields of profile pf (its first argument) that
--- a format-4 hash holds: those unlike JOB_DEFAULTS, and run_at unless it
--- equals created_at; worked out once per profile.
-local pcache = {}
-local function profile_fields(pf)
-  local t = pcache[pf]
-  if t then return t end
-  t = {}
+-- profile returns what phase 2 needs of the profile a job names (its
+-- 1-based number, as the string sent), worked out once per profile, not
+-- per job (a number conversion per job was ~1 % of a batch's Redis time):
+-- at, where its arguments start; due, its run_at as a number; and fields,
+-- the fields a format-4 hash holds of it: those unlike JOB_DEFAULTS, and
+-- run_at unless it equals created_at.
+local profiles = {}
+local function profile(num)
+  local p = profiles[num]
+  if p then return p end
+  local pf = pbase + 8 * (tonumber(num) - 1)
+  local fields = {}
   for i = 1, 5 do
     local field, v = PROFILE_DEFAULTED[i], ARGV[pf + i]
-    if v ~= JOB_DEFAULTS[field] then t[#t + 1] = field; t[#t + 1] = v end
+    if v ~= JOB_DEFAULTS[field] then fields[#fields + 1] = field; fields[#fields + 1] = v end
   end
-  if ARGV[pf + 7] ~= ARGV[pf + 6] then t[#t + 1] = 'run_at'; t[#t + 1] = ARGV[pf + 7] end
-  pcache[pf] = t
-  return t
+  if ARGV[pf + 7] ~= ARGV[pf + 6] then fields[#fields + 1] = 'run_at'; fields[#fields + 1] = ARGV[pf + 7] end
+  p = {at = pf, due = tonumber(ARGV[pf + 7]), fields = fields}
+  profiles[num] = p
+  return p
 end
 local out = {'ok'}
 local ready, created = 0, 0
@@ -149,7 +141,8 @@ for i = 1, n do
     out[#out + 1] = tostring(i - 1)
     out[#out + 1] = j.dup
   else
-    local id, payload, pf = ARGV[jb], ARGV[jb + 1], profile_at(ARGV[jb + 2])
+    local id, payload, p = ARGV[jb], ARGV[jb + 1], profile(ARGV[jb + 2])
+    local pf = p.at
     local idem, deps_s, group, trace = '', '', '', ''
     local opt = NO_FIELDS
     if ARGV[jb + 3] ~= '' then
@@ -162,22 +155,20 @@ for i = 1, n do
       if trace ~= '' then opt[#opt + 1] = 'traceparent'; opt[#opt + 1] = trace end
     end
     local jtype, prio, created_at, run_at_s = ARGV[pf], ARGV[pf + 1], ARGV[pf + 6], ARGV[pf + 7]
-    local run_at = profile_due[pf]
+    local run_at = p.due
     local state
     if j and #j.pending > 0 then state = 'waiting'
     elseif run_at > NOW then state = 'scheduled'
     else state = 'queued' end
     if compact then
       -- Format 4: what a reader knows without it stays out (JOB_DEFAULTS).
-      local pfields = profile_fields(pf)
-      if #pfields == 0 and #opt == 0 then
-        redis.call('HSET', JOB .. id, 'state', state, 'type', jtype, 'payload', payload, 'created_at', created_at)
-      else
-        local hf = {'state', state, 'type', jtype, 'payload', payload, 'created_at', created_at}
-        for _, v in ipairs(pfields) do hf[#hf + 1] = v end
-        for _, v in ipairs(opt) do hf[#hf + 1] = v end
-        redis.call('HSET', JOB .. id, unpack(hf))
+      local extra = p.fields
+      if #opt > 0 then
+        extra = {unpack(extra)}
+        for _, v in ipairs(opt) do extra[#extra + 1] = v end
       end
+      redis.call('HSET', JOB .. id, 'state', state, 'type', jtype, 'payload', payload, 'created_at', created_at,
+        unpack(extra))
     else
       -- In the order a claim reads them (claim.lua's FIELDS) and a success
       -- writes them, first: a small hash is one flat list that Redis scans
