@@ -46,7 +46,7 @@ import (
 // id and queue, in the key; run_at equal to created_at; the defaults of
 // lua/lib.lua's JOB_DEFAULTS), which an older release would read as empty.
 // A process writes the newest format only once the
-// gate opened: the marker moved to it (switchFormat, tried by every
+// gate opened: the marker moved to it (trySwitch, tried by every
 // registered process while no live reader lacks the format and no worker
 // of a release from before the registry is alive) and the marker's
 // writable_at has passed, ReaderTTL after the move, so that every process
@@ -425,7 +425,7 @@ func (r *Registration) renew(ctx context.Context) {
 			format, _ := res[1].(string)
 			marker, _ := strconv.Atoi(format)
 			writable := res[2] == int64(1)
-			if marker != WriteFormat && r.switchFormat(ctx) {
+			if marker != WriteFormat && r.c.trySwitch(ctx, r.log) {
 				marker, writable = WriteFormat, true
 			}
 			if r.setWrites(marker, writable) {
@@ -456,14 +456,12 @@ func (r *Registration) setWrites(marker int, writable bool) bool {
 	return true
 }
 
-// switchFormat tries to move the format marker to WriteFormat (the gate of
-// the package comment) and tells whether the format is writable now. It
-// does nothing while a worker of a release from before the registry is
-// alive (Storage's unregistered workers) or, in the script, while a live
-// registration lacks the format.
-func (r *Registration) switchFormat(ctx context.Context) bool { return r.c.trySwitch(ctx, r.log) }
-
-// trySwitch is switchFormat for any client; log gets the move.
+// trySwitch tries to move the format marker to WriteFormat (the gate of
+// the package comment) and tells whether the format is writable now; log
+// gets the move. It does nothing while a worker of a release from before
+// the registry is alive (Storage's unregistered workers) or, in the
+// script, while a live registration lacks the format. A registration's
+// renewals and an unregistered client's followMarker both call it.
 func (c *Client) trySwitch(ctx context.Context, log *slog.Logger) bool {
 	st, err := c.Storage(ctx, unregisteredWorkerAge)
 	if err != nil || len(st.Unregistered) > 0 {
