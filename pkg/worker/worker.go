@@ -676,15 +676,30 @@ func (w *Worker) renew(ctx context.Context) {
 				}
 				continue
 			}
-			for i, ok := range held {
-				if !ok {
-					w.log.Warn("lease lost; stopping the job", "job_id", rs[i].lease.Job.ID, "queue", name)
-					w.leasesLost.Add(1)
-					rs[i].cancel(errLeaseLost)
-				}
+			for _, r := range w.lost(rs, held) {
+				w.log.Warn("lease lost; stopping the job", "job_id", r.lease.Job.ID, "queue", name)
+				w.leasesLost.Add(1)
+				r.cancel(errLeaseLost)
 			}
 		}
 	}
+}
+
+// lost returns the running jobs of rs whose renewal was refused (held[i]
+// false) and whose handler is still running. A job whose handler returned
+// between the renewal's snapshot and its call has usually had its outcome
+// written by then, which ends the lease: that is not a loss (the outcome's
+// own write reports a real one), nor is a lease shutdown gave back.
+func (w *Worker) lost(rs []*running, held []bool) []*running {
+	var out []*running
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, ok := range held {
+		if !ok && i < len(rs) && !rs[i].returned && !rs[i].givenBack {
+			out = append(out, rs[i])
+		}
+	}
+	return out
 }
 
 // watchCancels cancels the context of running jobs cancelled through the API.
