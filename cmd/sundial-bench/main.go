@@ -55,7 +55,11 @@ func main() {
 	flag.IntVar(&o.due, "due", 50_000, "jobs for the due scenario")
 	flag.DurationVar(&o.dueSpread, "due-spread", time.Second, "due scenario: the jobs' due times spread evenly over this span (0 = all due at one instant, as peerbench's row)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	memprofile := flag.String("memprofile", "", "write a profile of the whole run's allocations to this file at its end")
 	flag.Parse()
+	if *memprofile != "" {
+		defer writeAllocs(*memprofile)
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -337,6 +341,19 @@ func (p profile) print(jobs int) {
 	slices.SortFunc(names, func(a, b string) int { return int(p.usec[b] - p.usec[a]) })
 	for _, k := range names {
 		fmt.Printf("                %-16s %6.3f calls  %6.2f µs per job  (%.1f µs per call)\n", k, float64(p.calls[k])/n, float64(p.usec[k])/n, float64(p.usec[k])/float64(p.calls[k]))
+	}
+}
+
+// writeAllocs writes the allocations made since the process started
+// (pprof's "allocs" profile: look at it with -sample_index=alloc_space).
+func writeAllocs(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		fail("memprofile: %v", err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		fail("memprofile: %v", err)
 	}
 }
 

@@ -170,18 +170,29 @@ func (c *Client) register(ctx context.Context, queue string) error {
 
 // run calls script s over queue's keys with the standard ARGV prefix.
 func (c *Client) run(ctx context.Context, s *script, k *queueKeys, now time.Time, args ...any) *redis.Cmd {
-	return c.call(ctx, c.rdb, s, k.all, c.argv(k, now, args))
+	return c.exec(ctx, c.rdb, s, append(c.command(s, k, now, len(args)), args...))
 }
 
-// argv is a script's ARGV: the queue's prefixes and clocks, then args.
-func (c *Client) argv(k *queueKeys, now time.Time, args []any) []any {
-	argv := make([]any, 0, 5+len(args))
+// command starts the command of a call of script s over queue keys k:
+// FCALL, the function, the keys and the standard ARGV prefix (lib.lua:
+// the queue's prefixes, now, the lease clock, the queue's name), with room
+// for n more arguments, which the caller appends before exec runs it. A
+// zero now sends an empty string (the script then reads Redis' clock). Everything
+// but the clocks is boxed once per queue (queueKeys.head), so a call
+// allocates one slice for its whole command.
+func (c *Client) command(s *script, k *queueKeys, now time.Time, n int) []any {
+	cmd := make([]any, 0, len(s.fcall)+len(k.head)+3+n)
+	cmd = append(cmd, s.fcall[:]...)
+	cmd = append(cmd, k.head...)
+	var nowArg any = ""
+	if !now.IsZero() {
+		nowArg = now.UnixMilli()
+	}
 	leaseClock := ""
 	if c.opts.LeaseClock != nil {
 		leaseClock = itoa(c.opts.LeaseClock().UnixMilli())
 	}
-	argv = append(argv, k.jobPrefix, k.tag, now.UnixMilli(), leaseClock, k.name)
-	return append(argv, args...)
+	return append(cmd, nowArg, leaseClock, k.nameArg)
 }
 
 func (c *Client) random() float64 {

@@ -35,6 +35,13 @@ type queueKeys struct {
 	tag       string // "sundial:{name}:"
 	jobPrefix string // "sundial:job:{name}:"
 	all       []string
+	// head is what every script call over these keys sends after the
+	// function's name: the number of keys, the keys, and the first two
+	// ARGV (jobPrefix, tag); nameArg is the fifth ARGV. Boxed once here,
+	// so that a call copies them into its command instead of allocating
+	// each (Client.command).
+	head    []any
+	nameArg any
 }
 
 // The KEYS indexes, mirrored in lua/lib.lua.
@@ -62,6 +69,13 @@ func keysFor(queue string) *queueKeys {
 	for i, s := range [...]string{"high", "normal", "low", "scheduled", "waiting", "leases", "dead", "finished", "events", "stats", "paused", "signal", "fence"} {
 		k.all[i] = tag + s
 	}
+	k.head = make([]any, 0, 3+numKeys)
+	k.head = append(k.head, numKeys)
+	for _, key := range k.all {
+		k.head = append(k.head, key)
+	}
+	k.head = append(k.head, k.jobPrefix, k.tag)
+	k.nameArg = k.name
 	return k
 }
 

@@ -102,7 +102,9 @@ func (c *Client) Complete(ctx context.Context, queue string, outcomes []Outcome)
 	if len(outcomes) == 0 {
 		return nil, nil
 	}
-	res, err := c.run(ctx, c.scripts.complete, c.keysFor(queue), c.opts.Now(), c.outcomeArgs(nil, outcomes)...).StringSlice()
+	s := c.scripts.complete
+	cmd := c.outcomeArgs(c.command(s, c.keysFor(queue), c.opts.Now(), 1+6*len(outcomes)), outcomes)
+	res, err := c.exec(ctx, c.rdb, s, cmd).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("complete: %w", err)
 	}
@@ -114,13 +116,32 @@ func (c *Client) outcomeArgs(args []any, outcomes []Outcome) []any {
 	args = slices.Grow(args, 1+6*len(outcomes))
 	args = append(args, len(outcomes))
 	for _, o := range outcomes {
-		detail := o.Error
+		var detail any = o.Error
 		if o.Kind == OutcomeSucceeded {
-			detail = string(o.Result)
+			detail = string(o.Result) // Redis reads no result from "" (complete.lua)
 		}
-		args = append(args, o.ID, o.Token, string(o.Kind), detail, o.WorkerID, c.random())
+		// Only a failure that may be retried draws its backoff's jitter.
+		var r any = 0
+		if o.Kind == OutcomeFailed {
+			r = c.random()
+		}
+		args = append(args, o.ID, o.Token, kindArg(o.Kind), detail, o.WorkerID, r)
 	}
 	return args
+}
+
+// kindArg is an outcome kind as an argument; the known ones without
+// allocating (a constant's interface value is static).
+func kindArg(k OutcomeKind) any {
+	switch k {
+	case OutcomeSucceeded:
+		return string(OutcomeSucceeded)
+	case OutcomeFailed:
+		return string(OutcomeFailed)
+	case OutcomeDead:
+		return string(OutcomeDead)
+	}
+	return string(k)
 }
 
 func statuses(res []string) []Status {
@@ -137,8 +158,9 @@ func statuses(res []string) []Status {
 // the round trip that reports them.
 func (c *Client) CompleteAndClaim(ctx context.Context, queue string, outcomes []Outcome, n int, workerID string) ([]Status, []Lease, error) {
 	now := c.opts.Now()
-	args := c.outcomeArgs([]any{n, workerID, c.opts.LeaseTTL.Milliseconds(), "", c.claimFormat(ctx)}, outcomes)
-	res, err := c.run(ctx, c.scripts.cycle, c.keysFor(queue), now, args...).Slice()
+	s := c.scripts.cycle
+	cmd := append(c.command(s, c.keysFor(queue), now, 6+6*len(outcomes)), n, workerID, c.opts.LeaseTTL.Milliseconds(), "", c.claimFormat(ctx))
+	res, err := c.exec(ctx, c.rdb, s, c.outcomeArgs(cmd, outcomes)).Slice()
 	if err != nil {
 		return nil, nil, fmt.Errorf("complete and claim: %w", err)
 	}

@@ -19,14 +19,15 @@ var ErrNotReplicated = errors.New("write not acknowledged by enough Redis replic
 // runReplicated runs script s on a connection of its own to the master of
 // k's slot and then WAITs on that connection (WAIT counts the replicas that
 // have every write of its own connection) for Options.WaitReplicas replicas.
-func (c *Client) runReplicated(ctx context.Context, s *script, k *queueKeys, now time.Time, args ...any) ([]string, error) {
+// cmd is the call's command (Client.command).
+func (c *Client) runReplicated(ctx context.Context, s *script, k *queueKeys, cmd []any) ([]string, error) {
 	// A refused script wrote nothing: MOVED, ASK and TRYAGAIN (a shard
 	// failed over, a slot is moving) and a refused connection (a dead
 	// master still in the slot map) are retried on the slot's master, once
 	// the cluster client reloaded its map.
 	deadline := time.Now().Add(c.opts.WaitTimeout)
 	for attempt := 1; ; attempt++ {
-		res, err := c.runAndWait(ctx, s, k, now, args)
+		res, err := c.runAndWait(ctx, s, k, cmd)
 		cc, cluster := c.rdb.(*redis.ClusterClient)
 		if err == nil || !cluster || !(isRedirect(err) || errors.Is(err, syscall.ECONNREFUSED)) || time.Now().After(deadline) {
 			return res, err
@@ -42,7 +43,7 @@ func (c *Client) runReplicated(ctx context.Context, s *script, k *queueKeys, now
 	}
 }
 
-func (c *Client) runAndWait(ctx context.Context, s *script, k *queueKeys, now time.Time, args []any) ([]string, error) {
+func (c *Client) runAndWait(ctx context.Context, s *script, k *queueKeys, cmd []any) ([]string, error) {
 	var node *redis.Client
 	switch r := c.rdb.(type) {
 	case *redis.Client: // one server, or Sentinel's failover client
@@ -58,7 +59,7 @@ func (c *Client) runAndWait(ctx context.Context, s *script, k *queueKeys, now ti
 	}
 	conn := node.Conn()
 	defer conn.Close()
-	res, err := c.call(ctx, conn, s, k.all, c.argv(k, now, args)).StringSlice()
+	res, err := c.exec(ctx, conn, s, cmd).StringSlice()
 	if err != nil {
 		return nil, err
 	}

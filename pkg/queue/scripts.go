@@ -32,6 +32,13 @@ var freesMemory = map[string]bool{"prune": true, "purge": true}
 type script struct {
 	fn   string        // function name in the library
 	eval *redis.Script // EVALSHA fallback
+	// fcall is "fcall" and fn, boxed once: the start of every call's
+	// command (Client.command).
+	fcall [2]any
+}
+
+func newScript(fn, evalSrc string) *script {
+	return &script{fn: fn, eval: redis.NewScript(evalSrc), fcall: [2]any{"fcall", fn}}
 }
 
 // scripts holds every transition script. They are one Redis function
@@ -95,14 +102,14 @@ func loadScripts() *scripts {
 		lib.WriteString(fmt.Sprintf("redis.register_function{function_name='%s', callback=entry(main_%s), flags={%s}}\n", fn, n, flags))
 		// The fallback: the same code as one script with only its own
 		// main, KEYS and ARGV taken from the globals EVAL sets.
-		byName[n] = &script{fn: fn, eval: redis.NewScript("local KEYS, ARGV = KEYS, ARGV\n" + common + mainOf(n) +
-			"begin()\nlocal out = main_" + n + "()\nflush_events()\nreturn out\n")}
+		byName[n] = newScript(fn, "local KEYS, ARGV = KEYS, ARGV\n"+common+mainOf(n)+
+			"begin()\nlocal out = main_"+n+"()\nflush_events()\nreturn out\n")
 	}
 	// The registry's scripts are more functions of the library, which set
 	// KEYS and ARGV themselves; the fallback of each is its file alone.
 	for _, n := range registryScripts {
 		lib.WriteString(fmt.Sprintf("redis.register_function{function_name='%s_%s', callback=function(keys, args) KEYS, ARGV = keys, args; return main_%s() end, flags={'allow-oom'}}\n", name, n, n))
-		byName[n] = &script{fn: name + "_" + n, eval: redis.NewScript("local KEYS, ARGV = KEYS, ARGV\n" + mainOf(n) + "return main_" + n + "()\n")}
+		byName[n] = newScript(name+"_"+n, "local KEYS, ARGV = KEYS, ARGV\n"+mainOf(n)+"return main_"+n+"()\n")
 	}
 	s.register, s.switchFormat = byName["register"], byName["switch"]
 	s.library = lib.String()
@@ -123,7 +130,7 @@ func mustRead(name string) string {
 // scripter is what a script call needs of a client or connection.
 type scripter interface {
 	redis.Scripter
-	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
+	Process(ctx context.Context, cmd redis.Cmder) error
 	FunctionLoadReplace(ctx context.Context, code string) *redis.StringCmd
 }
 
@@ -132,36 +139,69 @@ type scriptMode struct {
 	eval atomic.Bool // the server has no functions (or may not load them): EVALSHA
 }
 
-// call runs s over keys with argv on r (a client, or one connection): as a
-// function, loading the library where the server lacks it (a new or
-// restarted server without persistence, a new cluster master) and calling
-// again. A server that cannot load functions (Redis before 7.0, FUNCTION
-// renamed or denied) makes this client use EVALSHA from then on. A client
-// whose registration as a reader is not live runs nothing (see Register).
+// call runs s over keys with argv on r (a client, or one connection).
+// Queue scripts build their command with Client.command and run it with
+// exec instead, which saves copying it.
 func (c *Client) call(ctx context.Context, r scripter, s *script, keys []string, argv []any) *redis.Cmd {
+	cmd := make([]any, 0, 3+len(keys)+len(argv))
+	cmd = append(cmd, s.fcall[0], s.fcall[1], len(keys))
+	for _, k := range keys {
+		cmd = append(cmd, k)
+	}
+	return c.exec(ctx, r, s, append(cmd, argv...))
+}
+
+// exec runs cmd, an FCALL of s (Client.command's layout: "fcall", the
+// function, the number of keys, the keys, then ARGV) on r: as a function,
+// loading the library where the server lacks it (a new or restarted
+// server without persistence, a new cluster master) and calling again. A
+// server that cannot load functions (Redis before 7.0, FUNCTION renamed or
+// denied) makes this client use EVALSHA from then on. A client whose
+// registration as a reader is not live runs nothing (see Register).
+func (c *Client) exec(ctx context.Context, r scripter, s *script, cmd []any) *redis.Cmd {
 	if s != c.scripts.register {
 		if err := c.fence.check(); err != nil {
-			cmd := redis.NewCmd(ctx)
-			cmd.SetErr(err)
-			return cmd
+			rc := redis.NewCmd(ctx)
+			rc.SetErr(err)
+			return rc
 		}
 	}
 	if c.mode.eval.Load() {
-		return s.eval.Run(ctx, r, keys, argv...)
+		return evalsha(ctx, r, s, cmd)
 	}
-	cmd := r.FCall(ctx, s.fn, keys, argv...)
-	if err := cmd.Err(); err == nil || !isNoFunction(err) {
-		return cmd
+	rc := fcall(ctx, r, cmd)
+	if err := rc.Err(); err == nil || !isNoFunction(err) {
+		return rc
 	}
-	if err := c.loadLibrary(ctx, r, keys[0]); err != nil {
+	if err := c.loadLibrary(ctx, r, cmd[3].(string)); err != nil {
 		if !cannotLoadFunctions(err) {
-			cmd.SetErr(fmt.Errorf("load sundial's function library: %w", err))
-			return cmd
+			rc.SetErr(fmt.Errorf("load sundial's function library: %w", err))
+			return rc
 		}
 		c.mode.eval.Store(true)
-		return s.eval.Run(ctx, r, keys, argv...)
+		return evalsha(ctx, r, s, cmd)
 	}
-	return r.FCall(ctx, s.fn, keys, argv...)
+	return fcall(ctx, r, cmd)
+}
+
+// fcall sends cmd as it is (go-redis' FCall would copy it into a new
+// slice), routed on a cluster by its first key, as FCall does.
+func fcall(ctx context.Context, r scripter, cmd []any) *redis.Cmd {
+	rc := redis.NewCmd(ctx, cmd...)
+	rc.SetFirstKeyPos(3)
+	_ = r.Process(ctx, rc)
+	return rc
+}
+
+// evalsha runs cmd, an FCALL of s, as s's plain script (EVALSHA, or EVAL
+// where the server does not have it cached).
+func evalsha(ctx context.Context, r scripter, s *script, cmd []any) *redis.Cmd {
+	n := cmd[2].(int)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = cmd[3+i].(string)
+	}
+	return s.eval.Run(ctx, r, keys, cmd[3+n:]...)
 }
 
 // loadLibrary loads the function library on the server that holds key:

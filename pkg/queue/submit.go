@@ -208,31 +208,13 @@ func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*j
 			return nil, err
 		}
 	}
-	args := make([]any, 0, 18+len(g.fields())+4*len(idx))
-	dry := "0"
-	if dryRun {
-		dry = "1"
-	}
-	args = append(args, len(idx), c.opts.IdempotencyWindow.Milliseconds(), dry, c.submitFormat(ctx))
-	if g == nil {
-		args = append(args, "", "", 0, "", "", 0)
-	} else {
-		next := strconv.FormatInt(g.Next, 10)
-		if g.Remove {
-			next = ""
-		}
-		args = append(args, g.Key, g.Member, g.Expect, next, g.Record, len(g.fields())/2)
-		for _, f := range g.fields() {
-			args = append(args, f)
-		}
-	}
-	args = appendJobArgs(args, jobs, idx)
+	args := c.submitCommand(k, jobs, idx, dryRun, g, c.submitFormat(ctx))
 	var res []string
 	var err error
 	if c.opts.WaitReplicas > 0 && !dryRun {
-		res, err = c.runReplicated(ctx, c.scripts.submit, k, c.opts.Now(), args...)
+		res, err = c.runReplicated(ctx, c.scripts.submit, k, args)
 	} else {
-		res, err = c.run(ctx, c.scripts.submit, k, c.opts.Now(), args...).StringSlice()
+		res, err = c.exec(ctx, c.rdb, c.scripts.submit, args).StringSlice()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("submit: %w", err)
@@ -266,6 +248,32 @@ func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*j
 		out[n] = Submitted{Job: prev, Duplicate: true}
 	}
 	return out, nil
+}
+
+// submitCommand builds the submit script's call (submit.lua) of
+// jobs[idx...] to queue keys k, writing storage format.
+func (c *Client) submitCommand(k *queueKeys, jobs []*job.Job, idx []int, dryRun bool, g *Guard, format string) []any {
+	// Room for the fixed arguments (10 and the guard's fields), one
+	// profile (9) and 4 per job: a call of one profile never grows it.
+	args := c.command(c.scripts.submit, k, c.opts.Now(), 19+len(g.fields())+4*len(idx))
+	dry := "0"
+	if dryRun {
+		dry = "1"
+	}
+	args = append(args, len(idx), c.opts.IdempotencyWindow.Milliseconds(), dry, format)
+	if g == nil {
+		args = append(args, "", "", 0, "", "", 0)
+	} else {
+		next := strconv.FormatInt(g.Next, 10)
+		if g.Remove {
+			next = ""
+		}
+		args = append(args, g.Key, g.Member, g.Expect, next, g.Record, len(g.fields())/2)
+		for _, f := range g.fields() {
+			args = append(args, f)
+		}
+	}
+	return appendJobArgs(args, jobs, idx)
 }
 
 // fields returns the guard's record fields, whole pairs only (none for a nil guard).
@@ -318,7 +326,8 @@ func appendJobArgs(args []any, jobs []*job.Job, idx []int) []any {
 	}
 	for n, i := range idx {
 		j := jobs[i]
-		args = append(args, j.ID, string(j.Payload), num[n])
+		// The payload as []byte: sent as it is, not copied into a string.
+		args = append(args, j.ID, []byte(j.Payload), num[n])
 		if j.IdempotencyKey == "" && len(j.DependsOn) == 0 && j.Group == "" && j.Traceparent == "" {
 			args = append(args, "")
 			continue

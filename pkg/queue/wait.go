@@ -64,11 +64,13 @@ func (c *Client) WaitAndClaim(ctx context.Context, queue string, n int, workerID
 		return c.Claim(ctx, queue, n, workerID)
 	}
 	k := c.keysFor(queue)
-	argv := c.argv(k, time.Time{}, []any{n, workerID, c.opts.LeaseTTL.Milliseconds(), "", c.claimFormat(ctx)})
-	argv[2] = "" // now: Redis' TIME (lib.lua, begin)
+	// A zero now: the claim reads Redis' TIME (lib.lua, begin).
+	cmd := append(c.command(c.scripts.claim, k, time.Time{}, 5), n, workerID, c.opts.LeaseTTL.Milliseconds(), "", c.claimFormat(ctx))
 	pipe := c.rdb.Pipeline()
 	pipe.BLPop(ctx, timeout.Truncate(time.Second), k.key(kSignal))
-	claim := pipe.FCall(ctx, c.scripts.claim.fn, k.all, argv...)
+	claim := redis.NewCmd(ctx, cmd...)
+	claim.SetFirstKeyPos(3)
+	_ = pipe.Process(ctx, claim)
 	_, _ = pipe.Exec(ctx) // a timed-out BLPOP's redis.Nil is no failure; the claim's own error decides
 	res, err := claim.StringSlice()
 	switch {
