@@ -354,3 +354,48 @@ func TestPruneDeadAtTheLargestKeep(t *testing.T) {
 		t.Fatalf("oldest left = %v", first)
 	}
 }
+
+// A claim's fencing tokens are the queue's fencing counter in decimal,
+// one per job, whatever the counter's size: the claim builds them from
+// the thousands and the last three digits (claim.lua, next_token), so the
+// carry across a thousand and the first thousand (no padding) are where
+// it could go wrong. A retried job's next attempt is numbered by
+// next_attempt (lib.lua).
+func TestClaimTokensAreTheFencingCounter(t *testing.T) {
+	e := newEnv(t)
+	fence := queue.QueueKey("default", "fence")
+	for _, start := range []int64{0, 7, 995, 999, 1000, 1234998, 9007199254739990} {
+		const n = 12
+		if err := e.q.Redis().Set(e.ctx, fence, start, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.q.Submit(e.ctx, e.buildN(t, n, job.Spec{Type: "t"})); err != nil {
+			t.Fatal(err)
+		}
+		leases, err := e.q.Claim(e.ctx, "default", n, "w")
+		if err != nil || len(leases) != n {
+			t.Fatalf("claim after %d: %d leases, %v", start, len(leases), err)
+		}
+		for i, l := range leases {
+			if want := fmt.Sprint(start + int64(i) + 1); l.Token != want {
+				t.Errorf("counter at %d: token %d is %q, want %q", start, i, l.Token, want)
+			}
+			if l.Job.Attempt != 1 {
+				t.Errorf("attempt %d, want 1", l.Job.Attempt)
+			}
+		}
+		outs := make([]queue.Outcome, n)
+		for i, l := range leases {
+			outs[i] = queue.Outcome{ID: l.Job.ID, Token: l.Token, Kind: queue.OutcomeSucceeded, WorkerID: "w"}
+		}
+		st, err := e.q.Complete(e.ctx, "default", outs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range st {
+			if s != queue.StatusSucceeded {
+				t.Fatalf("counter at %d: job %d ended %s", start, i, s)
+			}
+		}
+	}
+}

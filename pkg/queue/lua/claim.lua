@@ -52,13 +52,28 @@ local expiry = nil
 local out = {}
 local leases = {} -- score, member pairs for the lease set
 local actives = {} -- field, value pairs for K_ACTIVE
-local fence = nil
 local parked = 0
--- next_token hands out fencing tokens from one range reserved on first use.
+local taken = 0 -- jobs claimed so far: leases, actives and out hold their entries
+-- next_token hands out fencing tokens from one range reserved on first
+-- use, as decimal strings: the thousands once (ms), the last three digits
+-- from dec3 (lib.lua), one concatenation per token instead of a
+-- string.format of the whole number.
+local fence_hi, fence_hi_s, fence_lo = nil, nil, nil
 local function next_token()
-  if fence == nil then fence = redis.call('INCRBY', K_FENCE, n) - n end
-  fence = fence + 1
-  return fence
+  if fence_lo == nil then
+    local last = redis.call('INCRBY', K_FENCE, n) - n
+    fence_lo = last % 1000
+    fence_hi = (last - fence_lo) / 1000
+    fence_hi_s = ms(fence_hi)
+  end
+  fence_lo = fence_lo + 1
+  if fence_lo == 1000 then
+    fence_lo = 0
+    fence_hi = fence_hi + 1
+    fence_hi_s = ms(fence_hi)
+  end
+  if fence_hi == 0 then return dec(fence_lo) end
+  return fence_hi_s .. dec3(fence_lo)
 end
 local FIELDS = {'type', 'payload', 'attempt', 'max_attempts', 'timeout', 'priority', 'created_at', 'run_at', 'state', 'group', 'traceparent'}
 
@@ -110,28 +125,30 @@ local function take(id, f)
     end
     picks = p
   end
-  local token = ms(next_token())
+  local token = next_token()
   if expiry == nil then expiry = ms(lease_now() + ttl) end
-  local attempt = tostring(tonumber(f[3]) + 1)
+  local attempt = next_attempt(f[3])
   local held = ''
   if picks and #picks > 0 then held = gate.take(picks, id .. ':' .. token) end
-  leases[#leases + 1] = expiry
-  leases[#leases + 1] = id
-  actives[#actives + 1] = id
+  local o = 12 * taken
+  taken = taken + 1
+  local l = 2 * taken
+  leases[l - 1] = expiry
+  leases[l] = id
+  actives[l - 1] = id
   -- The record (parse_active's forms), built in one concatenation.
   if format2 then
-    actives[#actives + 1] = token .. ' ' .. attempt .. ' ' .. f[1] .. ' ' .. held .. ' ' .. NOW_S .. ' ' .. worker
+    actives[l] = token .. ' ' .. attempt .. ' ' .. f[1] .. ' ' .. held .. ' ' .. NOW_S .. ' ' .. worker
   else
     if held ~= '' then
-      actives[#actives + 1] = token .. ' ' .. attempt .. ' ' .. f[1] .. ' ' .. held
+      actives[l] = token .. ' ' .. attempt .. ' ' .. f[1] .. ' ' .. held
     else
-      actives[#actives + 1] = token .. ' ' .. attempt .. ' ' .. f[1]
+      actives[l] = token .. ' ' .. attempt .. ' ' .. f[1]
     end
     redis.call('HSET', JOB .. id, 'state', 'active', 'attempt', attempt, 'token', token,
       'worker_id', worker, 'started_at', NOW_S)
   end
   emit(id, f[1], 'started', 'active', attempt, worker, '')
-  local o = #out
   out[o + 1] = id; out[o + 2] = token; out[o + 3] = f[1]; out[o + 4] = f[2]
   out[o + 5] = attempt; out[o + 6] = f[4]; out[o + 7] = f[5]; out[o + 8] = f[6]
   out[o + 9] = f[7]; out[o + 10] = f[8] or f[7]; out[o + 11] = f[10] or ''; out[o + 12] = f[11] or ''
@@ -204,7 +221,7 @@ for field, d in pairs(gdelta) do
   if d ~= 0 then redis.call('HINCRBY', K_STATS, field, d) end
 end
 if gate then gate.flush() end
-if #leases == 0 then
+if taken == 0 then
   if not popped then redis.call('DEL', K_SIGNAL) end
   return out
 end

@@ -38,9 +38,10 @@ for i = 1, n do
   else
     processed = processed + 1
     if outcome == 'ok' then
-      done_ids[#done_ids + 1] = id
-      fin[#fin + 1] = NOW_S
-      fin[#fin + 1] = id
+      local s1 = succeeded + 1 -- succeeded counts this one below
+      done_ids[s1] = id
+      fin[2 * s1 - 1] = NOW_S
+      fin[2 * s1] = id
       if started then
         -- Format 2: no token on the hash to clear (a format-1 attempt's
         -- end cleared it).

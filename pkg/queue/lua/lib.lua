@@ -68,6 +68,31 @@ local function job_fields(id, fields)
   end
   return f
 end
+-- dec and dec3 give the numbers 0 to 999 as strings, plain and padded to
+-- three digits ('007'), and next_attempt an attempt count's successor as
+-- a string ('0' → '1'): a claim builds its tokens and attempt numbers from
+-- them instead of formatting a number per job. Each string is made on
+-- first use and kept while the library is loaded (a plain script of the
+-- EVALSHA fallback makes only those its call uses).
+local DEC, DEC3, NEXT_ATTEMPT = {}, {}, {}
+local function dec(i)
+  local s = DEC[i]
+  if not s then s = string.format('%d', i); DEC[i] = s end
+  return s
+end
+local function dec3(i)
+  local s = DEC3[i]
+  if not s then s = string.format('%03d', i); DEC3[i] = s end
+  return s
+end
+local function next_attempt(a)
+  local s = NEXT_ATTEMPT[a]
+  if s then return s end
+  local n = tonumber(a) + 1
+  s = string.format('%d', n)
+  if n < 1000 then NEXT_ATTEMPT[a] = s end
+  return s
+end
 -- The field lists the functions below read per job, made once.
 local PRIORITY_GROUP = {'priority', 'group'}
 local RELEASE_FIELDS = {'type', 'priority', 'run_at', 'attempt', 'group', 'created_at'}
@@ -224,12 +249,12 @@ local function flush_events()
   -- recorded it, or by the operator's explicit cap (see the poller).
   for _, g in ipairs(ev_groups) do
     local p = g.parts
-    if #p == 6 then
+    if g.n == 6 then
       redis.call('XADD', K_EVENTS, '*',
         'job_id', p[1], 'queue', QUEUE, 'type', p[3], 'event', g.event, 'state', g.state,
         'attempt', p[5], 'worker_id', g.worker, 'error', g.err, 'at', NOW_S)
     else
-      p[#p] = nil -- the last job's ','
+      p[g.n] = nil -- the last job's ','
       redis.call('XADD', K_EVENTS, '*',
         'jobs', table.concat(p), 'queue', QUEUE, 'event', g.event, 'state', g.state,
         'worker_id', g.worker, 'error', g.err, 'at', NOW_S)
@@ -253,16 +278,16 @@ local function emit(id, jtype, event, state, attempt, worker, err, pct, msg)
   end
   local g = ev_last
   if not (g and g.event == event and g.state == state and g.worker == worker and g.err == err) then
-    g = {event = event, state = state, worker = worker, err = err, parts = {}}
+    g = {event = event, state = state, worker = worker, err = err, parts = {}, n = 0}
     ev_groups[#ev_groups + 1] = g
     ev_last = g
   end
   -- The job's piece of the 'jobs' field, "id type attempt,", as six
   -- entries that table.concat joins once: no string per job here.
   if attempt == nil then error('emit: no attempt for job ' .. id) end
-  local p = g.parts
-  local n = #p
+  local p, n = g.parts, g.n
   p[n + 1] = id; p[n + 2] = ' '; p[n + 3] = jtype; p[n + 4] = ' '; p[n + 5] = attempt; p[n + 6] = ','
+  g.n = n + 6
 end
 
 -- signal wakes up to n idle workers blocked on the queue's signal list.
