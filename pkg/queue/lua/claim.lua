@@ -75,7 +75,9 @@ local function next_token()
   if fence_hi == 0 then return dec(fence_lo) end
   return fence_hi_s .. dec3(fence_lo)
 end
-local FIELDS = {'type', 'payload', 'attempt', 'max_attempts', 'timeout', 'priority', 'created_at', 'run_at', 'state', 'group', 'traceparent'}
+-- A job's fields are read with claim_fields (lib.lua): type, payload,
+-- attempt, max_attempts, timeout, priority, created_at, run_at, state,
+-- group, traceparent, in this order (f[1] to f[11] below).
 
 -- drop forgets a tombstone (or the id of a pruned job) taken off a list.
 -- The tombstone's own priority is counted down: the job's hash may be gone
@@ -185,7 +187,7 @@ for pi, list in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
         id = gid
       end
       if id then
-        local f = job_fields(id, FIELDS)
+        local f = claim_fields(id)
         local active = redis.call('HEXISTS', K_ACTIVE, id) == 1
         if f[9] == 'queued' and not active and not types[f[1]] then break end
         if gl then
@@ -211,7 +213,7 @@ for pi, list in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
       -- running (a format-2 claim leaves its hash saying queued).
       local act = hmget_chunked(K_ACTIVE, ids)
       for k, id in ipairs(ids) do
-        if id ~= '' then consider(id, job_fields(id, FIELDS), act[k]) end
+        if id ~= '' then consider(id, claim_fields(id), act[k]) end
       end
     end
   end
