@@ -137,6 +137,8 @@ local SIGNAL_CAP = 64
 -- allows 10000). Even, so that score/member pairs stay together.
 local CHUNK = 1000
 
+local last_qk = nil -- the QK the keys below begin() were made for
+
 -- begin sets the per-call values from this call's KEYS and ARGV.
 local function begin()
   K_HIGH, K_NORMAL, K_LOW = KEYS[1], KEYS[2], KEYS[3]
@@ -148,8 +150,13 @@ local function begin()
     NOW_S = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
   end
   NOW = tonumber(NOW_S)
-  K_TOMB, K_ACTIVE = QK .. 'tomb', QK .. 'active'
-  K_LIMITS, K_LIMUSE, K_LIMSTAT, K_TIMERS = QK .. 'limits', QK .. 'limuse', QK .. 'limstat', QK .. 'timers'
+  -- The keys made from the queue's prefix are kept from the last call
+  -- (calls to one queue in a row make them once).
+  if QK ~= last_qk then
+    K_TOMB, K_ACTIVE = QK .. 'tomb', QK .. 'active'
+    K_LIMITS, K_LIMUSE, K_LIMSTAT, K_TIMERS = QK .. 'limits', QK .. 'limuse', QK .. 'limstat', QK .. 'timers'
+    last_qk = QK
+  end
   ev_groups, ev_last = {}, nil
 end
 
