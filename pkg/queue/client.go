@@ -175,11 +175,11 @@ func (c *Client) run(ctx context.Context, s *script, k *queueKeys, now time.Time
 
 // command starts the command of a call of script s over queue keys k:
 // FCALL, the function, the keys and the standard ARGV prefix (lib.lua:
-// the queue's prefixes, now, the lease clock, the queue's name), with room
-// for n more arguments, which the caller appends before exec runs it. A
-// zero now sends an empty string (the script then reads Redis' clock). Everything
-// but the clocks is boxed once per queue (queueKeys.head), so a call
-// allocates one slice for its whole command.
+// the queue's prefixes, now, the lease clock, the queue's name), with
+// room for n more arguments, which the caller appends before exec runs
+// it. A zero now sends an empty string (the script then reads Redis'
+// clock). Everything but the clocks is boxed once per queue
+// (queueKeys.head), so a call allocates one slice for its whole command.
 func (c *Client) command(s *script, k *queueKeys, now time.Time, n int) []any {
 	cmd := make([]any, 0, len(s.fcall)+len(k.head)+3+n)
 	cmd = append(cmd, s.fcall[:]...)

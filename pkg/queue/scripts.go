@@ -173,7 +173,7 @@ func (c *Client) exec(ctx context.Context, r scripter, s *script, cmd []any) *re
 	if err := rc.Err(); err == nil || !isNoFunction(err) {
 		return rc
 	}
-	if err := c.loadLibrary(ctx, r, cmd[3].(string)); err != nil {
+	if err := c.loadLibrary(ctx, r, firstKey(cmd)); err != nil {
 		if !cannotLoadFunctions(err) {
 			rc.SetErr(fmt.Errorf("load sundial's function library: %w", err))
 			return rc
@@ -188,9 +188,19 @@ func (c *Client) exec(ctx context.Context, r scripter, s *script, cmd []any) *re
 // slice), routed on a cluster by its first key, as FCall does.
 func fcall(ctx context.Context, r scripter, cmd []any) *redis.Cmd {
 	rc := redis.NewCmd(ctx, cmd...)
-	rc.SetFirstKeyPos(3)
+	if cmd[2].(int) > 0 {
+		rc.SetFirstKeyPos(3)
+	}
 	_ = r.Process(ctx, rc)
 	return rc
+}
+
+// firstKey is the first key of an FCALL command, "" when it has none.
+func firstKey(cmd []any) string {
+	if cmd[2].(int) == 0 {
+		return ""
+	}
+	return cmd[3].(string)
 }
 
 // evalsha runs cmd, an FCALL of s, as s's plain script (EVALSHA, or EVAL
