@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"reflect"
 
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
@@ -29,6 +30,29 @@ func newTracer(tp trace.TracerProvider) trace.Tracer {
 	return tp.Tracer(tracerName)
 }
 
+// unsetGlobal is the type of OpenTelemetry's global tracer provider
+// while no application has set one: it makes no spans (and forwards to a
+// provider set later). Nil when this release of OpenTelemetry names it
+// otherwise: the spans are then started as before.
+var unsetGlobal = func() reflect.Type {
+	t := reflect.TypeOf(otel.GetTracerProvider())
+	if t != nil && t.Kind() == reflect.Pointer && t.Elem().Name() == "tracerProvider" &&
+		t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global" {
+		return t
+	}
+	return nil
+}()
+
+// globalUnset tells whether the global tracer provider is still the one
+// OpenTelemetry starts with, which would make a span that is neither
+// recorded nor propagated: a worker that follows the global provider
+// then skips the span's work for a job without a traceparent (~0.5 µs and
+// 6 allocations per job; a job with one still gets its parent's context),
+// and starts spans as soon as an application sets a provider.
+func globalUnset() bool {
+	return unsetGlobal != nil && reflect.TypeOf(otel.GetTracerProvider()) == unsetGlobal
+}
+
 // traceparentCarrier hands a job's traceparent to the W3C propagator.
 type traceparentCarrier string
 
@@ -45,7 +69,7 @@ func (traceparentCarrier) Keys() []string     { return []string{"traceparent"} }
 // traceparent when it has one, else a root span. It returns ctx unchanged
 // and a nil span when tracing is off.
 func (w *Worker) startSpan(ctx context.Context, j *job.Job) (context.Context, trace.Span) {
-	if w.tracer == nil {
+	if w.tracer == nil || (j.Traceparent == "" && w.followGlobal && globalUnset()) {
 		return ctx, nil
 	}
 	parent := ctx

@@ -56,8 +56,9 @@ type Config struct {
 	Logger *slog.Logger
 	// TracerProvider makes the span of each attempt ("process <type>",
 	// a child of the job's traceparent). Default: the global provider
-	// (otel.GetTracerProvider()) at New; the no-op provider turns the spans
-	// off at no cost per job.
+	// (otel.GetTracerProvider()), which makes no spans, at no cost per
+	// job, until an application sets one (docs/tracing.md); the no-op
+	// provider turns the spans off at no cost per job.
 	TracerProvider trace.TracerProvider
 }
 
@@ -97,9 +98,12 @@ type Worker struct {
 	handlers map[string]Handler
 	mw       []Middleware
 	tracer   trace.Tracer // nil: tracing off
-	names    []string
-	weighted bool
-	started  time.Time
+	// followGlobal: the tracer is the global provider's, whose spans are
+	// skipped while no application has set one (tracing.go).
+	followGlobal bool
+	names        []string
+	weighted     bool
+	started      time.Time
 
 	mu     sync.Mutex
 	active map[string]*running
@@ -159,9 +163,12 @@ func New(rdb redis.UniversalClient, cfg Config) *Worker {
 		log:      cfg.Logger.With("worker_id", cfg.ID),
 		handlers: map[string]Handler{},
 		tracer:   newTracer(cfg.TracerProvider),
-		active:   map[string]*running{},
-		slots:    make(chan struct{}, cfg.Concurrency),
-		outcomes: make(chan result, cfg.Concurrency),
+		// The global provider may still be set after New (its tracers
+		// then forward to the one set).
+		followGlobal: cfg.TracerProvider == nil,
+		active:       map[string]*running{},
+		slots:        make(chan struct{}, cfg.Concurrency),
+		outcomes:     make(chan result, cfg.Concurrency),
 	}
 	for _, q := range cfg.Queues {
 		w.names = append(w.names, q.Name)
