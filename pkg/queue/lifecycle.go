@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -103,7 +102,7 @@ func (c *Client) Complete(ctx context.Context, queue string, outcomes []Outcome)
 		return nil, nil
 	}
 	s := c.scripts.complete
-	cmd := c.outcomeArgs(c.command(s, c.keysFor(queue), c.opts.Now(), 1+6*len(outcomes)), outcomes)
+	cmd := c.outcomeArgs(c.command(s, c.keysFor(queue), c.opts.Now(), outcomeArgsLen(len(outcomes))), outcomes)
 	res, err := c.exec(ctx, c.rdb, s, cmd).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("complete: %w", err)
@@ -111,9 +110,12 @@ func (c *Client) Complete(ctx context.Context, queue string, outcomes []Outcome)
 	return statuses(res), nil
 }
 
-// outcomeArgs appends complete.lua's arguments for outcomes to args.
+// outcomeArgsLen is how many arguments outcomeArgs appends for n outcomes.
+func outcomeArgsLen(n int) int { return 1 + 6*n }
+
+// outcomeArgs appends complete.lua's arguments for outcomes to args, whose
+// capacity the caller sized with outcomeArgsLen.
 func (c *Client) outcomeArgs(args []any, outcomes []Outcome) []any {
-	args = slices.Grow(args, 1+6*len(outcomes))
 	args = append(args, len(outcomes))
 	for _, o := range outcomes {
 		var detail any = o.Error
@@ -159,7 +161,7 @@ func statuses(res []string) []Status {
 func (c *Client) CompleteAndClaim(ctx context.Context, queue string, outcomes []Outcome, n int, workerID string) ([]Status, []Lease, error) {
 	now := c.opts.Now()
 	s := c.scripts.cycle
-	cmd := append(c.command(s, c.keysFor(queue), now, 6+6*len(outcomes)), n, workerID, c.opts.LeaseTTL.Milliseconds(), "", c.claimFormat(ctx))
+	cmd := append(c.command(s, c.keysFor(queue), now, 5+outcomeArgsLen(len(outcomes))), n, workerID, c.opts.LeaseTTL.Milliseconds(), "", c.claimFormat(ctx))
 	res, err := c.exec(ctx, c.rdb, s, c.outcomeArgs(cmd, outcomes)).Slice()
 	if err != nil {
 		return nil, nil, fmt.Errorf("complete and claim: %w", err)

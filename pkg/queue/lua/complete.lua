@@ -9,7 +9,6 @@
 local n = tonumber(ARGV[6])
 local out = {}
 local processed, succeeded = 0, 0
-local retry_fields = {'max_attempts', 'backoff_base', 'backoff_max', 'priority', 'group'}
 -- succeed writes a success on job hash jk, then the fields given. An
 -- empty result is not written: a missing field reads the same everywhere
 -- (no result), and a field added to the hash costs a scan of it and a
@@ -54,7 +53,7 @@ for i = 1, n do
       emit(id, jtype, 'succeeded', 'succeeded', attempt, worker, '')
       out[i] = 'succeeded'
     else
-      local p = job_fields(id, retry_fields)
+      local p = job_fields(id, RETRY_FIELDS)
       out[i] = retry_or_bury(id, {jtype, attempt, p[1], p[2], p[3], p[4], p[5]}, detail, outcome == 'fail', tonumber(r), 'failed', rworker or worker, slots, started)
     end
   end

@@ -74,17 +74,16 @@ end
 -- them instead of formatting a number per job. Each string is made on
 -- first use and kept while the library is loaded (a plain script of the
 -- EVALSHA fallback makes only those its call uses).
-local DEC, DEC3, NEXT_ATTEMPT = {}, {}, {}
-local function dec(i)
-  local s = DEC[i]
-  if not s then s = string.format('%d', i); DEC[i] = s end
-  return s
+local function formatted(fmt)
+  local kept = {}
+  return function(i)
+    local s = kept[i]
+    if not s then s = string.format(fmt, i); kept[i] = s end
+    return s
+  end
 end
-local function dec3(i)
-  local s = DEC3[i]
-  if not s then s = string.format('%03d', i); DEC3[i] = s end
-  return s
-end
+local dec, dec3 = formatted('%d'), formatted('%03d')
+local NEXT_ATTEMPT = {}
 local function next_attempt(a)
   local s = NEXT_ATTEMPT[a]
   if s then return s end
@@ -125,6 +124,7 @@ local claim_fields = whole_reader({'type', 'payload', 'attempt', 'max_attempts',
 local PRIORITY_GROUP = {'priority', 'group'}
 local RELEASE_FIELDS = {'type', 'priority', 'run_at', 'attempt', 'group', 'created_at'}
 local TYPE_STATE_ATTEMPT = {'type', 'state', 'attempt'}
+local RETRY_FIELDS = {'max_attempts', 'backoff_base', 'backoff_max', 'priority', 'group'} -- a failed attempt's (complete.lua)
 -- The flow-control keys (see "Limits" below).
 local K_LIMITS, K_LIMUSE, K_LIMSTAT, K_TIMERS
 -- The events of this call (see emit).
