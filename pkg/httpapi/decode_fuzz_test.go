@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sundialhq/sundial/internal/jsonbody"
 	"github.com/sundialhq/sundial/pkg/job"
 )
 
@@ -59,7 +60,7 @@ func FuzzDecodeSubmit(f *testing.F) {
 	})
 }
 
-// FuzzDecodeFastAgrees checks decodeFast against decodeStrict, the
+// FuzzDecodeFastAgrees checks decodeFast against jsonbody.Decode (strict), the
 // decoder that decides: whatever the fast path accepts, encoding/json
 // accepts too, with an identical result, for a job and for a batch.
 func FuzzDecodeFastAgrees(f *testing.F) {
@@ -88,7 +89,7 @@ func FuzzDecodeFastAgrees(f *testing.F) {
 }
 
 // agree decodes data into fast with decodeFast and into strict with
-// decodeStrict, and fails when the fast path accepted what the strict one
+// jsonbody.Decode, and fails when the fast path accepted what the strict one
 // refuses or read it differently.
 func agree[T any](t *testing.T, data []byte, fast, strict *T) {
 	t.Helper()
@@ -99,7 +100,7 @@ func agree[T any](t *testing.T, data []byte, fast, strict *T) {
 		}
 		return
 	}
-	if err := decodeStrict(data, strict); err != nil {
+	if err := jsonbody.Decode(data, strict, jsonbody.Strict); err != nil {
 		t.Fatalf("the fast path accepted %q, encoding/json refuses it: %v", data, err)
 	}
 	if !reflect.DeepEqual(fast, strict) {

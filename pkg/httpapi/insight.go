@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/sundialhq/sundial/internal/jsonbody"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/schedule"
@@ -131,8 +132,8 @@ func (s *Server) previewSchedule(c *gin.Context) {
 		return
 	}
 	var in schedulePreviewRequest
-	if err := decodeStrict(data, &in); err != nil {
-		fail(c, jsonError(err, data, "", nil))
+	if err := jsonbody.Decode(data, &in, jsonbody.Strict); err != nil {
+		fail(c, jsonError(err, data, jsonbody.Where{}))
 		return
 	}
 	// An interval is aligned to now, as a schedule created now would be.

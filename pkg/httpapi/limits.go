@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
+	"github.com/sundialhq/sundial/internal/jsonbody"
 	"github.com/sundialhq/sundial/pkg/queue"
 )
 
@@ -80,8 +81,8 @@ func (s *Server) putLimit(c *gin.Context) {
 	}
 	var in limitBody
 	if err == nil {
-		if derr := decodeStrict(data, &in); derr != nil {
-			err = jsonError(derr, data, "", nil)
+		if derr := jsonbody.Decode(data, &in, jsonbody.Strict); derr != nil {
+			err = jsonError(derr, data, jsonbody.Where{})
 		}
 	}
 	name := c.Param("name")

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+	"github.com/sundialhq/sundial/internal/jsonbody"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 )
@@ -187,8 +188,8 @@ func (s *Server) deadAction(c *gin.Context, act func(context.Context, string, []
 	}
 	var sel deadSelection
 	if data != nil {
-		if err := decodeStrict(data, &sel); err != nil {
-			fail(c, jsonError(err, data, "", nil))
+		if err := jsonbody.Decode(data, &sel, jsonbody.Strict); err != nil {
+			fail(c, jsonError(err, data, jsonbody.Where{}))
 			return
 		}
 		if err := checkIDs(sel.IDs, bytesHasKey(data, "ids")); err != nil {
@@ -221,7 +222,7 @@ func checkIDs(ids []string, present bool) error {
 // bytesHasKey reports whether the JSON object data has a top-level key.
 func bytesHasKey(data []byte, key string) bool {
 	var m map[string]any
-	if decodeStrict(data, &m) != nil {
+	if jsonbody.Decode(data, &m, jsonbody.Strict) != nil {
 		return false
 	}
 	_, ok := m[key]
@@ -252,8 +253,8 @@ func (s *Server) emptyBody(c *gin.Context) error {
 		return err
 	}
 	var empty struct{}
-	if err := decodeStrict(data, &empty); err != nil {
-		return jsonError(err, data, "", nil)
+	if err := jsonbody.Decode(data, &empty, jsonbody.Strict); err != nil {
+		return jsonError(err, data, jsonbody.Where{})
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/sundialhq/sundial/internal/jsonbody"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 )
@@ -362,8 +363,8 @@ func (s *Server) decodeBody(c *gin.Context, v any) error {
 	if err != nil {
 		return err
 	}
-	if err := decodeStrict(data, v); err != nil {
-		return jsonError(err, data, "", nil)
+	if err := jsonbody.Decode(data, v, jsonbody.Strict); err != nil {
+		return jsonError(err, data, jsonbody.Where{})
 	}
 	return nil
 }
