@@ -76,6 +76,12 @@ func FuzzDecodeFastAgrees(f *testing.F) {
 		`{"type":"a","max_attempts":99999999999999999999}`, `{"type":"a","delay_seconds":1e400}`, `{"type":"a","delay_seconds":-0.0}`,
 		`{"type":"a","run_at":"2026-11-23T24:00:00Z"}`, `{"type":"a","run_at":"2026-11-23t10:00:00z"}`, `{"type":"a","run_at":"2026-11-23T10:00:00.Z"}`,
 		`{"type":"a","run_at":"2026-11-23T10:00:00+24:00"}`, `{"type":"a","run_at":1}`,
+		// Times encoding/json takes and jsonv2's own parser refuses (the fast
+		// path then leaves them to encoding/json) or reads alike.
+		`{"type":"a","run_at":"2026-11-23T10:00:00,123Z"}`, `{"type":"a","run_at":"2026-11-23T10:00:00+01:60"}`,
+		`{"type":"a","run_at":"2026-11-23T1:00:00Z"}`, `{"type":"a","run_at":"2026-11-23T10:00:00.1234567890Z"}`,
+		`{"type":"a","run_at":"2026-11-23T10:00:00-00:00"}`, `{"type":"a","run_at":"0000-01-01T00:00:00Z"}`,
+		`{"type":"a","run_at":"2026-11-23T10:00:00.123456789+23:59"}`, `{"type":"a","run_at":"2026-02-30T10:00:00Z"}`,
 		`{"type":"a","payload":"\u0000"}`, `{"type":"a","payload":{"a":1,"a":2}}`, `{"type":"a","payload":"\xff"}`,
 		`{"jobs":[{"type":"a"},{"type":"b","priority":"low"}]}`, `{"jobs":null}`, `{"jobs":[]}`, `{"jobs":[null]}`, `{"jobs":{}}`,
 		`{"jobs":[{"type":"a"}],"jobs":[{"type":"b"}]}`, `{"Jobs":[{"type":"a"}]}`, ` {"type":"a"} `, `{"type":"a"} x`, `[]`, `null`, ``,
