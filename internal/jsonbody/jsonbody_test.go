@@ -3,6 +3,8 @@ package jsonbody
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -87,4 +89,28 @@ func TestDecodeModes(t *testing.T) {
 	if err := Decode([]byte(`{} x`), &m, 0); !errors.Is(err, ErrTrailing) {
 		t.Errorf("trailing data: %v; want ErrTrailing", err)
 	}
+}
+
+// FuzzExplain: whatever a client sends, Decode either reads it or Explain
+// words the error, and a message that blames a member names it (quoted
+// where it holds what JSON escapes).
+func FuzzExplain(f *testing.F) {
+	for _, s := range []string{`{"type":"a"}`, `{"id":"x","job":{"backoff":{"zz":1}}}`, `{"job":{"type":5}}`, `[`, `{} {}`, ``, `{"run_at":"x"}`, `{"job":null}`} {
+		f.Add([]byte(s))
+	}
+	where := Where{Nested: []string{"job", "job.backoff"}, TimeField: "run_at"}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var w wrapper
+		err := Decode(data, &w, Strict|Numbers)
+		if err == nil {
+			return
+		}
+		field, msg := Explain(err, data, where)
+		if msg == "" {
+			t.Fatalf("no message for %q (%v)", data, err)
+		}
+		if field != "" && !strings.Contains(msg, field) && !strings.Contains(msg, strconv.Quote(field)) {
+			t.Fatalf("the message %q does not name the field %q", msg, field)
+		}
+	})
 }
