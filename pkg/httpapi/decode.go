@@ -72,6 +72,21 @@ func readBody(c *gin.Context, limit int64, optional bool) ([]byte, error) {
 	return data, nil
 }
 
+// body reads the required JSON body of a request that takes no query
+// parameters (readBody, checkQuery); on an error it answers it and
+// returns false.
+func (s *Server) body(c *gin.Context) ([]byte, bool) {
+	data, err := readBody(c, s.cfg.MaxBodyBytes, false)
+	if err == nil {
+		err = checkQuery(c)
+	}
+	if err != nil {
+		fail(c, err)
+		return nil, false
+	}
+	return data, true
+}
+
 var errMediaType = &apiError{Status: http.StatusUnsupportedMediaType, Code: codeUnsupportedMediaType, Message: "Content-Type must be application/json"}
 
 // jsonContentType accepts application/json with at most a utf-8 charset.

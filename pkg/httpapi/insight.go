@@ -123,12 +123,8 @@ type schedulePreview struct {
 // previewSchedule handles POST /v1/schedules/preview: the next five fire
 // times of a timing, checked like PUT checks it, without storing anything.
 func (s *Server) previewSchedule(c *gin.Context) {
-	data, err := readBody(c, s.cfg.MaxBodyBytes, false)
-	if err == nil {
-		err = checkQuery(c)
-	}
-	if err != nil {
-		fail(c, err)
+	data, ok := s.body(c)
+	if !ok {
 		return
 	}
 	var in schedulePreviewRequest

@@ -70,12 +70,8 @@ func (s *Server) schedules() *schedule.Store { return schedule.NewStore(s.q) }
 
 // putSchedule handles PUT /v1/schedules/{id}: 201 created, 200 replaced.
 func (s *Server) putSchedule(c *gin.Context) {
-	data, err := readBody(c, s.cfg.MaxBodyBytes, false)
-	if err == nil {
-		err = checkQuery(c)
-	}
-	if err != nil {
-		fail(c, err)
+	data, ok := s.body(c)
+	if !ok {
 		return
 	}
 	in, err := schedule.Decode(data)
@@ -138,12 +134,8 @@ func (s *Server) getSchedule(c *gin.Context) {
 
 // patchSchedule handles PATCH /v1/schedules/{id}.
 func (s *Server) patchSchedule(c *gin.Context) {
-	data, err := readBody(c, s.cfg.MaxBodyBytes, false)
-	if err == nil {
-		err = checkQuery(c)
-	}
-	if err != nil {
-		fail(c, err)
+	data, ok := s.body(c)
+	if !ok {
 		return
 	}
 	out, err := s.schedules().Patch(c.Request.Context(), c.Param("schedule_id"), data)
