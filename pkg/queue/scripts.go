@@ -187,11 +187,18 @@ func (c *Client) exec(ctx context.Context, r scripter, s *script, cmd []any) *re
 // fcall sends cmd as it is (go-redis' FCall would copy it into a new
 // slice), routed on a cluster by its first key, as FCall does.
 func fcall(ctx context.Context, r scripter, cmd []any) *redis.Cmd {
+	rc := fcallCmd(ctx, cmd)
+	_ = r.Process(ctx, rc)
+	return rc
+}
+
+// fcallCmd makes cmd, an FCALL command, a go-redis command that a cluster
+// client routes by the command's first key.
+func fcallCmd(ctx context.Context, cmd []any) *redis.Cmd {
 	rc := redis.NewCmd(ctx, cmd...)
 	if cmd[2].(int) > 0 {
 		rc.SetFirstKeyPos(3)
 	}
-	_ = r.Process(ctx, rc)
 	return rc
 }
 

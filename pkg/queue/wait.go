@@ -68,8 +68,7 @@ func (c *Client) WaitAndClaim(ctx context.Context, queue string, n int, workerID
 	cmd := append(c.command(c.scripts.claim, k, time.Time{}, 5), n, workerID, c.opts.LeaseTTL.Milliseconds(), "", c.claimFormat(ctx))
 	pipe := c.rdb.Pipeline()
 	pipe.BLPop(ctx, timeout.Truncate(time.Second), k.key(kSignal))
-	claim := redis.NewCmd(ctx, cmd...)
-	claim.SetFirstKeyPos(3)
+	claim := fcallCmd(ctx, cmd)
 	_ = pipe.Process(ctx, claim)
 	_, _ = pipe.Exec(ctx) // a timed-out BLPOP's redis.Nil is no failure; the claim's own error decides
 	res, err := claim.StringSlice()
