@@ -26,6 +26,8 @@ type WorkerInfo struct {
 	LastSeenAt  time.Time `json:"last_seen_at"`
 	Processed   int64     `json:"processed"`
 	Failed      int64     `json:"failed"`
+	// MetricsURL is where the worker serves its /metrics, when it does.
+	MetricsURL string `json:"metrics_url,omitempty"`
 }
 
 // Heartbeat records w in the worker registry; the entry expires after ttl

@@ -60,6 +60,11 @@ type Config struct {
 	// job, until an application sets one (docs/tracing.md); the no-op
 	// provider turns the spans off at no cost per job.
 	TracerProvider trace.TracerProvider
+	// MetricsURL is where the process serves this worker's /metrics
+	// (e.g. http://127.0.0.1:9093/metrics); the registry shows it, so
+	// Prometheus finds every worker (GET /v1/workers/metrics-targets).
+	// Default "": none.
+	MetricsURL string
 }
 
 func (c *Config) fill() {
@@ -738,6 +743,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 			ID: w.cfg.ID, Hostname: host, PID: os.Getpid(), Queues: w.names,
 			Concurrency: w.cfg.Concurrency, ActiveJobs: ids, StartedAt: w.started,
 			Processed: w.processed.Load(), Failed: w.failed.Load(),
+			MetricsURL: w.cfg.MetricsURL,
 		}
 		if err := w.q.Heartbeat(ctx, info, 3*w.cfg.HeartbeatInterval); err != nil && ctx.Err() == nil {
 			w.log.Warn("heartbeat failed", "err", err)
