@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -355,16 +357,15 @@ func TestPruneDeadAtTheLargestKeep(t *testing.T) {
 	}
 }
 
-// A claim's fencing tokens are the queue's fencing counter in decimal,
-// one per job, whatever the counter's size: the claim builds them from
-// the thousands and the last three digits (claim.lua, next_token), so the
-// carry across a thousand and the first thousand (no padding) are where
-// it could go wrong. A retried job's next attempt is numbered by
-// next_attempt (lib.lua).
-func TestClaimTokensAreTheFencingCounter(t *testing.T) {
+// A claim's fencing tokens are "<fence>-<tag>": fences strictly grow, never
+// below the lease clock's ms times 1000 nor the queue's counter (claim.lua,
+// next_token), and no two tokens share a tag. A retried job's next attempt
+// is numbered by next_attempt (lib.lua).
+func TestClaimTokens(t *testing.T) {
 	e := newEnv(t)
 	fence := queue.QueueKey("default", "fence")
-	for _, start := range []int64{0, 7, 995, 999, 1000, 1234998, 9007199254739990} {
+	seen := map[string]bool{}
+	for _, start := range []int64{0, 7, 999, 9007199254739990 / 2} {
 		const n = 12
 		if err := e.q.Redis().Set(e.ctx, fence, start, 0).Err(); err != nil {
 			t.Fatal(err)
@@ -372,14 +373,26 @@ func TestClaimTokensAreTheFencingCounter(t *testing.T) {
 		if _, err := e.q.Submit(e.ctx, e.buildN(t, n, job.Spec{Type: "t"})); err != nil {
 			t.Fatal(err)
 		}
+		floor := start
 		leases, err := e.q.Claim(e.ctx, "default", n, "w")
 		if err != nil || len(leases) != n {
 			t.Fatalf("claim after %d: %d leases, %v", start, len(leases), err)
 		}
+		last := floor
 		for i, l := range leases {
-			if want := fmt.Sprint(start + int64(i) + 1); l.Token != want {
-				t.Errorf("counter at %d: token %d is %q, want %q", start, i, l.Token, want)
+			f, tag, ok := strings.Cut(l.Token, "-")
+			v, err := strconv.ParseInt(f, 10, 64)
+			if !ok || err != nil || len(tag) != 12 {
+				t.Fatalf("token %q is not <fence>-<12 hex digits>", l.Token)
 			}
+			if v <= last {
+				t.Errorf("counter at %d: token %d's fence %d is not above %d", start, i, v, last)
+			}
+			last = v
+			if seen[tag] {
+				t.Errorf("tag %s handed out twice", tag)
+			}
+			seen[tag] = true
 			if l.Job.Attempt != 1 {
 				t.Errorf("attempt %d, want 1", l.Job.Attempt)
 			}
@@ -397,5 +410,57 @@ func TestClaimTokensAreTheFencingCounter(t *testing.T) {
 				t.Fatalf("counter at %d: job %d ended %s", start, i, s)
 			}
 		}
+	}
+}
+
+// A Redis that comes back from a snapshot taken before a claim forgets the
+// claim and its fencing counter; the job's next claim must still get a
+// token never handed out before, so that the first holder's heartbeat and
+// outcome are refused (issue 32, finding 3).
+func TestTokensDifferAfterARollback(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.q.Submit(e.ctx, e.buildN(t, 1, job.Spec{Type: "t"})); err != nil {
+		t.Fatal(err)
+	}
+	rdb := e.q.Redis()
+	keys, err := rdb.Keys(e.ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshot := map[string]string{}
+	for _, k := range keys {
+		snapshot[k] = rdb.Dump(e.ctx, k).Val()
+	}
+	first, err := e.q.Claim(e.ctx, "default", 1, "w1")
+	if err != nil || len(first) != 1 {
+		t.Fatalf("claim: %v, %v", first, err)
+	}
+	// The rollback: every key as it was before the claim.
+	if err := rdb.FlushDB(e.ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range snapshot {
+		if err := rdb.Restore(e.ctx, k, 0, v).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second, err := e.q.Claim(e.ctx, "default", 1, "w2")
+	if err != nil || len(second) != 1 {
+		t.Fatalf("claim after the rollback: %v, %v", second, err)
+	}
+	if second[0].Token == first[0].Token {
+		t.Fatalf("the rolled-back claim handed out token %s again", first[0].Token)
+	}
+	held, err := e.q.Extend(e.ctx, "default", first)
+	if err != nil || held[0] {
+		t.Fatalf("the first holder's renewal = %v, %v; want refused", held, err)
+	}
+	st, err := e.q.Complete(e.ctx, "default", []queue.Outcome{{ID: first[0].Job.ID, Token: first[0].Token, Kind: queue.OutcomeSucceeded, WorkerID: "w1"}})
+	if err != nil || st[0] != queue.StatusStale {
+		t.Fatalf("the first holder's outcome = %v, %v; want stale", st, err)
+	}
+	st, err = e.q.Complete(e.ctx, "default", []queue.Outcome{{ID: second[0].Job.ID, Token: second[0].Token, Kind: queue.OutcomeSucceeded, WorkerID: "w2"}})
+	if err != nil || st[0] != queue.StatusSucceeded {
+		t.Fatalf("the second holder's outcome = %v, %v", st, err)
 	}
 }

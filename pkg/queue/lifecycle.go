@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -29,11 +30,27 @@ func (c *Client) Claim(ctx context.Context, queue string, n int, workerID string
 func (c *Client) ClaimTypes(ctx context.Context, queue string, n int, workerID string, types []string) ([]Lease, error) {
 	k := c.keysFor(queue)
 	now := c.opts.Now()
-	res, err := c.run(ctx, c.scripts.claim, k, now, n, workerID, c.opts.LeaseTTL.Milliseconds(), strings.Join(types, ","), c.claimFormat(ctx)).StringSlice()
+	cmd := c.claimArgs(ctx, c.command(c.scripts.claim, k, now, claimArgsLen), n, workerID, strings.Join(types, ","))
+	res, err := c.exec(ctx, c.rdb, c.scripts.claim, cmd).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	return parseLeases(res, queue, workerID, now), nil
+}
+
+// claimArgsLen is how many arguments claimArgs appends.
+const claimArgsLen = 6
+
+// claimArgs appends claim.lua's own arguments to cmd: how many jobs, the
+// worker, the lease TTL, the types, the storage format and a fresh nonce
+// for the fencing tokens' tags (next_token in claim.lua).
+func (c *Client) claimArgs(ctx context.Context, cmd []any, n int, workerID, types string) []any {
+	return append(cmd, n, workerID, c.opts.LeaseTTL.Milliseconds(), types, c.claimFormat(ctx), tokenNonce())
+}
+
+// tokenNonce returns 16 random hex digits.
+func tokenNonce() string {
+	return strconv.FormatUint(rand.Uint64()|1<<63, 16)
 }
 
 // parseLeases decodes claim.lua's answer: groups of 12 fields per job.
@@ -161,7 +178,7 @@ func statuses(res []string) []Status {
 func (c *Client) CompleteAndClaim(ctx context.Context, queue string, outcomes []Outcome, n int, workerID string) ([]Status, []Lease, error) {
 	now := c.opts.Now()
 	s := c.scripts.cycle
-	cmd := append(c.command(s, c.keysFor(queue), now, 5+outcomeArgsLen(len(outcomes))), n, workerID, c.opts.LeaseTTL.Milliseconds(), "", c.claimFormat(ctx))
+	cmd := c.claimArgs(ctx, c.command(s, c.keysFor(queue), now, claimArgsLen+outcomeArgsLen(len(outcomes))), n, workerID, "")
 	res, err := c.exec(ctx, c.rdb, s, c.outcomeArgs(cmd, outcomes)).Slice()
 	if err != nil {
 		return nil, nil, fmt.Errorf("complete and claim: %w", err)

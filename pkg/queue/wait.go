@@ -65,7 +65,7 @@ func (c *Client) WaitAndClaim(ctx context.Context, queue string, n int, workerID
 	}
 	k := c.keysFor(queue)
 	// A zero now: the claim reads Redis' TIME (lib.lua, begin).
-	cmd := append(c.command(c.scripts.claim, k, time.Time{}, 5), n, workerID, c.opts.LeaseTTL.Milliseconds(), "", c.claimFormat(ctx))
+	cmd := c.claimArgs(ctx, c.command(c.scripts.claim, k, time.Time{}, claimArgsLen), n, workerID, "")
 	pipe := c.rdb.Pipeline()
 	pipe.BLPop(ctx, timeout.Truncate(time.Second), k.key(kSignal))
 	claim := fcallCmd(ctx, cmd)

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/sundialhq/sundial/pkg/queue"
 )
@@ -33,14 +34,54 @@ func Progress(ctx context.Context, percent int, message string) error {
 	if !ok {
 		return errNotInHandler
 	}
+	sent := time.Now()
 	held, _, err := rj.w.q.Progress(ctx, rj.r.queue, rj.r.lease, queue.ProgressReport{Percent: percent, Message: message})
 	if err != nil {
 		return err
 	}
+	rj.w.renewed([]*running{rj.r}, []bool{held}, sent)
 	if !held {
 		rj.w.leasesLost.Add(1)
 		rj.r.cancel(errLeaseLost)
 		return ErrLeaseLost
 	}
 	return nil
+}
+
+// Lease is what a handler knows of its attempt's lease.
+type Lease struct {
+	// Token is the attempt's fencing token: opaque, never handed out twice
+	// (not even by a Redis restored from an older snapshot), and larger
+	// for a later claim of the same queue as long as Redis' clock moves
+	// forward. Pass it to a downstream system that should refuse a stale
+	// writer (docs/operations.md, "Leases").
+	Token string
+	// HeldUntil is when this worker stops trusting the lease, on its own
+	// monotonic clock: until then no other attempt of the job can have
+	// started. It moves forward with every renewal; once it passes, the
+	// handler's context is cancelled (cause ErrLeaseLost) and the outcome
+	// is not reported.
+	HeldUntil time.Time
+}
+
+// Held tells whether the lease is still trusted at now.
+func (l Lease) Held(now time.Time) bool { return now.Before(l.HeldUntil) }
+
+// LeaseOf returns the lease of the attempt whose handler received ctx, or
+// false when ctx is no handler's. A handler about to make a side effect
+// that must not happen twice at once checks LeaseOf(ctx).Held(time.Now())
+// first: unlike ctx.Err(), it is right even in the instant after a pause
+// of the whole process, before the worker's guard has run.
+func LeaseOf(ctx context.Context) (Lease, bool) {
+	rj, ok := ctx.Value(runningKey{}).(*runningJob)
+	if !ok {
+		return Lease{}, false
+	}
+	rj.w.mu.Lock()
+	defer rj.w.mu.Unlock()
+	until := rj.r.heldUntil
+	if rj.r.expired || rj.r.givenBack {
+		until = time.Time{}
+	}
+	return Lease{Token: rj.r.lease.Token, HeldUntil: until}, true
 }

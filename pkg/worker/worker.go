@@ -130,6 +130,11 @@ type Worker struct {
 	leasesLost atomic.Int64
 }
 
+// running is one attempt: a job under one lease (a job and a token). A
+// job may have two attempts on one worker at once, when an attempt that
+// lost its lease ignores its context while the job's next attempt runs:
+// the worker's active map holds the newest, and an older one never
+// removes it (finish).
 type running struct {
 	queue      string
 	lease      queue.Lease
@@ -137,8 +142,14 @@ type running struct {
 	renewUntil time.Time // the job's timeout plus the lease grace
 	// Guarded by Worker.mu: returned is set when the handler returned (its
 	// outcome is the completer's to write); givenBack when shutdown gave the
-	// lease back (the handler's outcome, if any, is dropped).
-	returned, givenBack bool
+	// lease back (the handler's outcome, if any, is dropped); expired when
+	// the lease guard stopped the handler (its outcome is dropped too).
+	returned, givenBack, expired bool
+	// heldUntil (guarded by Worker.mu) is when this worker stops trusting
+	// the lease, on its own monotonic clock: the send time of the claim or
+	// of the last renewal Redis accepted, plus the lease TTL, less
+	// Worker.leaseMargin. Redis' lease cannot expire before then.
+	heldUntil time.Time
 }
 
 // OutcomeFlushTimeout bounds how long a stopping worker keeps trying to
@@ -148,6 +159,7 @@ const OutcomeFlushTimeout = 5 * time.Second
 type result struct {
 	queue   string
 	outcome queue.Outcome
+	r       *running
 }
 
 // errCancelled is the cause set on a job's context when the job is cancelled.
@@ -158,6 +170,17 @@ var errShutdown = errors.New("worker shutting down")
 
 // errLeaseLost is the cause set when a renewal finds the lease gone.
 var errLeaseLost = ErrLeaseLost
+
+// errLeaseExpired is the cause set when the worker could not renew a lease
+// in time (Redis unreachable, the process paused): the lease may expire on
+// Redis at any moment, and another worker may then start the job.
+var errLeaseExpired = fmt.Errorf("%w: not renewed in time, it may have expired", ErrLeaseLost)
+
+// dropped tells whether the cause set on a job's context means its outcome
+// must not be reported: cancelled, given back, or its lease lost.
+func dropped(cause error) bool {
+	return errors.Is(cause, errCancelled) || errors.Is(cause, errShutdown) || errors.Is(cause, ErrLeaseLost)
+}
 
 // New returns a Worker over rdb.
 func New(rdb redis.UniversalClient, cfg Config) *Worker {
@@ -219,14 +242,37 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.jobsCtx, w.jobsWG = jobsCtx, &jobsWG
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var bgWG sync.WaitGroup
-	bgWG.Add(4)
+	bgWG.Add(5)
 	go func() { defer bgWG.Done(); w.complete(bg) }()
 	go func() { defer bgWG.Done(); w.renew(bg) }()
+	go func() { defer bgWG.Done(); w.guardLeases(bg) }()
 	go func() { defer bgWG.Done(); w.heartbeat(bg) }()
 	go func() { defer bgWG.Done(); w.watchCancels(bg) }()
 
+	// The shutdown deadline counts from the moment ctx ends, not from when
+	// the claim loop noticed (a blocked wait for work may take IdleWait).
+	deadline := make(chan struct{})
+	var deadlineTimer atomic.Pointer[time.Timer]
+	stopAfter := context.AfterFunc(ctx, func() {
+		deadlineTimer.Store(time.AfterFunc(w.cfg.ShutdownTimeout, func() { close(deadline) }))
+	})
+	defer func() {
+		if !stopAfter() {
+			if t := deadlineTimer.Load(); t != nil {
+				t.Stop()
+			}
+		}
+	}()
+
 	w.log.Info("worker started", "queues", w.names, "concurrency", w.cfg.Concurrency)
-	w.dispatch(ctx, jobsCtx, &jobsWG)
+	dispatched := make(chan struct{})
+	go func() { defer close(dispatched); w.dispatch(ctx, jobsCtx, &jobsWG) }()
+	select {
+	case <-dispatched:
+	case <-deadline:
+		// The claim loop is still blocked in a wait for work: its claim, if
+		// any, gives its leases back itself (waitAndClaim).
+	}
 	w.claimMu.Lock() // no fused claim starts a job from here on
 	w.stopping = true
 	w.claimMu.Unlock()
@@ -235,12 +281,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("worker stopping", "running", w.activeCount(), "timeout", w.cfg.ShutdownTimeout)
 	done := make(chan struct{})
 	go func() { jobsWG.Wait(); close(done) }()
-	deadline := time.NewTimer(w.cfg.ShutdownTimeout)
-	defer deadline.Stop()
 	var giveBack map[string][]queue.Lease
 	select {
 	case <-done:
-	case <-deadline.C:
+	case <-deadline:
 		// From here on a handler that returns reports nothing: its lease
 		// goes back (after the known outcomes are written, below).
 		giveBack = w.markGivenBack()
@@ -342,6 +386,7 @@ func (w *Worker) claim(ctx, jobsCtx context.Context, free int, wg *sync.WaitGrou
 			break
 		}
 		tried++
+		sent := time.Now()
 		leases, err := w.q.Claim(ctx, name, free-claimed, w.cfg.ID)
 		if err != nil {
 			failed = append(failed, name)
@@ -350,7 +395,7 @@ func (w *Worker) claim(ctx, jobsCtx context.Context, free int, wg *sync.WaitGrou
 		}
 		for _, l := range leases {
 			claimed++
-			w.start(jobsCtx, name, l, wg)
+			w.start(jobsCtx, name, l, sent, wg)
 		}
 	}
 	if firstErr != nil && len(failed) < tried {
@@ -366,13 +411,14 @@ func (w *Worker) claim(ctx, jobsCtx context.Context, free int, wg *sync.WaitGrou
 // at once instead.
 func (w *Worker) waitAndClaim(ctx, jobsCtx context.Context, free int, wg *sync.WaitGroup) (int, error) {
 	name := w.names[0]
+	sent := time.Now() // the claim goes after the wait: its lease lasts longer
 	leases, err := w.q.WaitAndClaim(ctx, name, free, w.cfg.ID, w.cfg.IdleWait)
 	if len(leases) > 0 && ctx.Err() != nil {
 		w.release(context.WithoutCancel(ctx), map[string][]queue.Lease{name: leases})
 		return 0, nil
 	}
 	for _, l := range leases {
-		w.start(jobsCtx, name, l, wg)
+		w.start(jobsCtx, name, l, sent, wg)
 	}
 	return len(leases), err
 }
@@ -402,10 +448,12 @@ func (w *Worker) order() []string {
 	return out
 }
 
-func (w *Worker) start(jobsCtx context.Context, queueName string, l queue.Lease, wg *sync.WaitGroup) {
+// start runs the attempt of lease l, claimed by a call sent at sent.
+func (w *Worker) start(jobsCtx context.Context, queueName string, l queue.Lease, sent time.Time, wg *sync.WaitGroup) {
 	ctx, cancel := context.WithCancelCause(jobsCtx)
 	r := &running{queue: queueName, lease: l, cancel: cancel,
-		renewUntil: time.Now().Add(l.Job.Timeout() + w.q.Options().LeaseGrace)}
+		renewUntil: time.Now().Add(l.Job.Timeout() + w.q.Options().LeaseGrace),
+		heldUntil:  w.heldUntil(sent)}
 	ctx = context.WithValue(ctx, runningKey{}, &runningJob{w: w, r: r})
 	w.mu.Lock()
 	w.active[l.Job.ID] = r
@@ -417,7 +465,7 @@ func (w *Worker) start(jobsCtx context.Context, queueName string, l queue.Lease,
 		cancel(nil)
 		w.mu.Lock()
 		r.returned = true
-		if r.givenBack {
+		if r.givenBack || r.expired {
 			report = false
 		}
 		if report {
@@ -431,9 +479,9 @@ func (w *Worker) start(jobsCtx context.Context, queueName string, l queue.Lease,
 			// claim overlaps with writing this outcome. The outcomes
 			// channel is bounded: a slow Redis blocks here, which stops
 			// claims too.
-			w.outcomes <- result{queue: queueName, outcome: o}
+			w.outcomes <- result{queue: queueName, outcome: o, r: r}
 		} else {
-			w.finish(l.Job.ID)
+			w.finish(r)
 		}
 		w.slots <- struct{}{}
 	}()
@@ -459,7 +507,7 @@ func (w *Worker) execute(ctx context.Context, l queue.Lease) (o queue.Outcome, r
 	tctx, cancel := context.WithTimeout(ctx, j.Timeout())
 	defer cancel()
 	res, err := w.call(tctx, h, j)
-	if cause := context.Cause(ctx); cause == errCancelled || cause == errShutdown || cause == errLeaseLost {
+	if dropped(context.Cause(ctx)) {
 		return o, false
 	}
 	if err == nil {
@@ -508,7 +556,7 @@ func (w *Worker) complete(ctx context.Context) {
 			for {
 				select {
 				case r := <-w.outcomes:
-					w.finish(r.outcome.ID)
+					w.finish(r.r)
 					w.pending.Done()
 				default:
 					return
@@ -529,7 +577,7 @@ func (w *Worker) complete(ctx context.Context) {
 		}
 		w.write(ctx, batch)
 		for _, r := range batch {
-			w.finish(r.outcome.ID)
+			w.finish(r.r)
 			w.pending.Done()
 		}
 	}
@@ -586,12 +634,13 @@ func (w *Worker) writeFused(ctx context.Context, name string, outs []queue.Outco
 			}
 		}
 	}
+	sent := time.Now()
 	st, leases, err := w.q.CompleteAndClaim(ctx, name, outs, free, w.cfg.ID)
 	if err != nil {
 		leases = nil
 	}
 	for _, l := range leases {
-		w.start(w.jobsCtx, name, l, w.jobsWG)
+		w.start(w.jobsCtx, name, l, sent, w.jobsWG)
 	}
 	for i := len(leases); i < free; i++ {
 		w.slots <- struct{}{}
@@ -611,9 +660,14 @@ func (w *Worker) record(o queue.Outcome, s queue.Status) {
 	}
 }
 
-func (w *Worker) finish(id string) {
+// finish forgets attempt r, unless the job's entry is already a newer
+// attempt's (r lost its lease and the job was claimed again).
+func (w *Worker) finish(r *running) {
+	id := r.lease.Job.ID
 	w.mu.Lock()
-	delete(w.active, id)
+	if w.active[id] == r {
+		delete(w.active, id)
+	}
 	w.mu.Unlock()
 }
 
@@ -631,7 +685,7 @@ func (w *Worker) markGivenBack() map[string][]queue.Lease {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range w.active {
-		if !r.returned {
+		if !r.returned && !r.expired {
 			r.givenBack = true
 			byQueue[r.queue] = append(byQueue[r.queue], r.lease)
 		}
@@ -671,7 +725,7 @@ func (w *Worker) renew(ctx context.Context) {
 		byQueue := map[string][]*running{}
 		w.mu.Lock()
 		for _, r := range w.active {
-			if !r.returned && !r.givenBack && now.Before(r.renewUntil) {
+			if !r.returned && !r.givenBack && !r.expired && now.Before(r.renewUntil) {
 				byQueue[r.queue] = append(byQueue[r.queue], r)
 			}
 		}
@@ -681,6 +735,7 @@ func (w *Worker) renew(ctx context.Context) {
 			for i, r := range rs {
 				leases[i] = r.lease
 			}
+			sent := time.Now()
 			held, err := w.q.Extend(ctx, name, leases)
 			if err != nil {
 				if ctx.Err() == nil {
@@ -688,11 +743,71 @@ func (w *Worker) renew(ctx context.Context) {
 				}
 				continue
 			}
+			w.renewed(rs, held, sent)
 			for _, r := range w.lost(rs, held) {
 				w.log.Warn("lease lost; stopping the job", "job_id", r.lease.Job.ID, "queue", name)
 				w.leasesLost.Add(1)
 				r.cancel(errLeaseLost)
 			}
+		}
+	}
+}
+
+// leaseMargin is how long before the earliest moment its lease could
+// expire on Redis a worker stops trusting it: a fifth of the lease TTL
+// (3 s of the default 15 s). It covers the guard's tick and leaves the
+// handler that long to return after its context ends.
+func (w *Worker) leaseMargin() time.Duration { return w.q.Options().LeaseTTL / 5 }
+
+// heldUntil is when a lease granted or renewed by a call sent at sent stops
+// being trusted: Redis set its expiry to its own clock at the call plus
+// the TTL, and the call ran after it was sent, so on any clock that runs
+// at Redis' rate the lease lasts at least until sent + TTL.
+func (w *Worker) heldUntil(sent time.Time) time.Time {
+	return sent.Add(w.q.Options().LeaseTTL - w.leaseMargin())
+}
+
+// renewed moves the trusted end of the leases of rs that Redis renewed
+// (held[i]) by a call sent at sent.
+func (w *Worker) renewed(rs []*running, held []bool, sent time.Time) {
+	until := w.heldUntil(sent)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, ok := range held {
+		if ok && i < len(rs) && until.After(rs[i].heldUntil) {
+			rs[i].heldUntil = until
+		}
+	}
+}
+
+// guardLeases stops the handler of every attempt whose lease this worker
+// could not renew in time (heldUntil passed: Redis unreachable, the
+// process paused), before the lease can have expired on Redis and another
+// worker started the job; its outcome is then dropped. It checks every
+// quarter of the lease margin.
+func (w *Worker) guardLeases(ctx context.Context) {
+	t := time.NewTicker(w.leaseMargin() / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		var stop []*running
+		w.mu.Lock()
+		for _, r := range w.active {
+			if !r.returned && !r.givenBack && !r.expired && !now.Before(r.heldUntil) {
+				r.expired = true
+				stop = append(stop, r)
+			}
+		}
+		w.mu.Unlock()
+		for _, r := range stop {
+			w.log.Warn("lease not renewed in time; stopping the job, whose outcome will not be reported", "job_id", r.lease.Job.ID, "queue", r.queue)
+			w.leasesLost.Add(1)
+			r.cancel(errLeaseExpired)
 		}
 	}
 }

@@ -3,6 +3,7 @@
 -- ARGV[9] types: comma-separated job types the caller runs ('' = any). With
 --         types, a list whose next job is of another type is passed over
 --         (its order is kept: types guard a claim, queues route work).
+-- ARGV[11] a nonce, fresh per call, for the tokens' tags (next_token).
 -- ARGV[10] the storage format to write: '2' keeps the attempt's token,
 --         number, worker and start in its K_ACTIVE record only, and writes
 --         nothing on the job hash; '3' and '4' do the same and also write PAD
@@ -54,26 +55,24 @@ local leases = {} -- score, member pairs for the lease set
 local actives = {} -- field, value pairs for K_ACTIVE
 local parked = 0
 local taken = 0 -- jobs claimed so far: leases, actives and out hold their entries
--- next_token hands out fencing tokens from one range reserved on first
--- use, as decimal strings: the thousands once (ms), the last three digits
--- from dec3 (lib.lua), one concatenation per token instead of a
--- string.format of the whole number.
-local fence_hi, fence_hi_s, fence_lo = nil, nil, nil
+-- next_token hands out fencing tokens, "<fence>-<tag>". The fence is a
+-- number from a range reserved on first use, never below the lease
+-- clock's ms times 1000: a Redis that comes back from an older snapshot
+-- (its counter rolled back) still hands out fences above every earlier
+-- one, so long as its clock moves forward. The tag is a hash of the
+-- caller's nonce (ARGV[11], fresh per call) and the fence: a token is
+-- never handed out twice whatever Redis forgets, and one token tells
+-- nothing of another's tag (docs/engine.md, "Fencing tokens").
+local fence = nil
+local nonce = ARGV[11] or ''
 local function next_token()
-  if fence_lo == nil then
-    local last = redis.call('INCRBY', K_FENCE, n) - n
-    fence_lo = last % 1000
-    fence_hi = (last - fence_lo) / 1000
-    fence_hi_s = ms(fence_hi)
+  if fence == nil then
+    fence = math.max(tonumber(redis.call('GET', K_FENCE) or '0') or 0, lease_now() * 1000)
+    redis.call('SET', K_FENCE, ms(fence + n))
   end
-  fence_lo = fence_lo + 1
-  if fence_lo == 1000 then
-    fence_lo = 0
-    fence_hi = fence_hi + 1
-    fence_hi_s = ms(fence_hi)
-  end
-  if fence_hi == 0 then return dec(fence_lo) end
-  return fence_hi_s .. dec3(fence_lo)
+  fence = fence + 1
+  local f = ms(fence)
+  return f .. '-' .. string.sub(redis.sha1hex(nonce .. f), 1, 12)
 end
 -- A job's fields are read with claim_fields (lib.lua): type, payload,
 -- attempt, max_attempts, timeout, priority, created_at, run_at, state,

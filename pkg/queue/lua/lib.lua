@@ -68,21 +68,10 @@ local function job_fields(id, fields)
   end
   return f
 end
--- dec and dec3 give the numbers 0 to 999 as strings, plain and padded to
--- three digits ('007'), and next_attempt an attempt count's successor as
--- a string ('0' → '1'): a claim builds its tokens and attempt numbers from
--- them instead of formatting a number per job. Each string is made on
--- first use and kept while the library is loaded (a plain script of the
--- EVALSHA fallback makes only those its call uses).
-local function formatted(fmt)
-  local kept = {}
-  return function(i)
-    local s = kept[i]
-    if not s then s = string.format(fmt, i); kept[i] = s end
-    return s
-  end
-end
-local dec, dec3 = formatted('%d'), formatted('%03d')
+-- next_attempt gives an attempt count's successor as a string ('0' →
+-- '1'), made on first use and kept while the library is loaded (a plain
+-- script of the EVALSHA fallback makes only those its call uses): a claim
+-- builds its attempt numbers from it instead of formatting a number per job.
 local NEXT_ATTEMPT = {}
 local function next_attempt(a)
   local s = NEXT_ATTEMPT[a]
