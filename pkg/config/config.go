@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sundialhq/sundial/pkg/egress"
 )
 
 // QueueWeight is a queue a worker or poller serves, with its weight.
@@ -51,6 +53,9 @@ type Config struct {
 	WorkerID          string
 	History           bool
 	HistoryRetention  time.Duration
+	// HTTPJobAllow is what the sundial.http job type may reach besides
+	// public addresses (SUNDIAL_HTTP_JOB_ALLOW).
+	HTTPJobAllow *egress.Policy
 }
 
 // Var describes one environment variable.
@@ -110,6 +115,11 @@ var Vars = []Var{
 		return err
 	}},
 	{"SUNDIAL_CONCURRENCY", "10", "worker: jobs run at once (1..10000)", false, intVar(1, 10000, func(c *Config, n int) { c.Concurrency = n })},
+	{egress.Variable, "", "worker: what the sundial.http job type may reach besides public addresses, comma-separated: host names (api.example.com, hooks.example.com:8443), patterns (*.example.com), addresses (10.0.0.5, [::1]:8080) and CIDR prefixes (10.1.0.0/16); * = every public address, allowed anyway. Loopback, private, link-local (cloud metadata), shared, multicast and unspecified addresses are refused unless listed: a name allows whatever it resolves to, an address or prefix allows those addresses (docs/security.md)", false, func(c *Config, v string) error {
+		p, err := egress.ParsePolicy(v)
+		c.HTTPJobAllow = p
+		return err
+	}},
 	{"SUNDIAL_MAX_BODY_BYTES", "1048576", "largest request body; the batch endpoint allows 16×", false, func(c *Config, v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1024 || n > 1<<30 {

@@ -127,3 +127,27 @@ func TestAddresses(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPJobAllow: SUNDIAL_HTTP_JOB_ALLOW is parsed into the webhook
+// policy at startup, and a bad entry stops the process with a message
+// naming the variable and the entry.
+func TestHTTPJobAllow(t *testing.T) {
+	c, err := Load(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPJobAllow == nil || c.HTTPJobAllow.String() != "" {
+		t.Errorf("default policy %v, want public addresses only", c.HTTPJobAllow)
+	}
+	c, err = Load(env(map[string]string{"SUNDIAL_HTTP_JOB_ALLOW": " hooks.internal:8443, 10.1.0.0/16 "}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.HTTPJobAllow.String(); got != "hooks.internal:8443,10.1.0.0/16" {
+		t.Errorf("policy %q", got)
+	}
+	_, err = Load(env(map[string]string{"SUNDIAL_HTTP_JOB_ALLOW": "api.example.com,https://hooks.example.com"}))
+	if err == nil || !strings.Contains(err.Error(), `SUNDIAL_HTTP_JOB_ALLOW="api.example.com,https://hooks.example.com": entry "https://hooks.example.com": write a host`) {
+		t.Errorf("a URL as an entry: %v", err)
+	}
+}
