@@ -35,7 +35,7 @@ func main() {
 			Engine:            env.EngineOptions(),
 			Logger:            env.Log,
 		})
-		builtin.Register(w)
+		builtin.RegisterWith(w, builtin.Config{HTTPAllow: c.HTTPJobAllow})
 		g, gctx := errgroup.WithContext(ctx)
 		if addr := env.OpsAddr("127.0.0.1:9092"); addr != "" {
 			ops := service.NewOps(w.Collectors()...)
