@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,15 +66,60 @@ func (o *Ops) Handler() http.Handler {
 	return mux
 }
 
-// Serve listens on addr and serves until ctx ends. The address it bound
-// (port 0 picks a free one) is logged.
-func (o *Ops) Serve(ctx context.Context, addr string, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
+// Serve serves the endpoint on ln (from ListenOps) until ctx ends, and
+// logs the address it serves on.
+func (o *Ops) Serve(ctx context.Context, ln net.Listener, log *slog.Logger) error {
 	log.Info("operations endpoint listening", "url", "http://"+ln.Addr().String(), "paths", "/metrics /healthz /readyz")
 	return serve(ctx, ln, o.Handler())
+}
+
+// AutoPorts is how many ports from its base an operations endpoint tries
+// under SUNDIAL_METRICS_ADDR=auto before it takes any free port: the
+// first workers on a host get the ports one expects (9092, 9093, …), and
+// no worker ever stops for want of one.
+const AutoPorts = 8
+
+// ListenOps binds the operations endpoint of SUNDIAL_METRICS_ADDR (addr):
+// nil for off; for auto (or empty) the first free port of 127.0.0.1:base,
+// base+1, … (AutoPorts of them), else any free port, so that several
+// workers on one host each get one; any other value is bound as given and
+// an error returned when it cannot be, as the operator chose it.
+func ListenOps(addr string, base int) (net.Listener, error) {
+	switch addr {
+	case "off":
+		return nil, nil
+	case "auto", "":
+		return listenFirstFree("127.0.0.1", base, AutoPorts)
+	}
+	return net.Listen("tcp", addr)
+}
+
+// listenFirstFree listens on the first port of host:base … base+n-1 that
+// is free, or else on a port the kernel picks.
+func listenFirstFree(host string, base, n int) (net.Listener, error) {
+	for p := base; p < base+n; p++ {
+		if ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p))); err == nil {
+			return ln, nil
+		}
+	}
+	return net.Listen("tcp", net.JoinHostPort(host, "0"))
+}
+
+// MetricsURL returns the URL of the /metrics that an endpoint on ln
+// serves, for the worker registry: a wildcard address (0.0.0.0, [::]) is
+// named by the host's name, which is how other hosts reach it.
+func MetricsURL(ln net.Listener) string {
+	a, ok := ln.Addr().(*net.TCPAddr)
+	if !ok {
+		return ""
+	}
+	host := a.IP.String()
+	if a.IP.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil && h != "" {
+			host = h
+		}
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(a.Port)) + "/metrics"
 }
 
 // serve serves h on ln until ctx ends, then shuts down: requests in flight

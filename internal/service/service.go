@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -31,16 +32,19 @@ func (e *Env) EngineOptions() queue.Options {
 		WaitReplicas: e.Config.RedisWaitReplicas, WaitTimeout: e.Config.RedisWaitTimeout}
 }
 
-// OpsAddr returns the address of the binary's operations endpoint
-// (SUNDIAL_METRICS_ADDR; auto gives def), or "" when it is off.
-func (e *Env) OpsAddr(def string) string {
-	switch e.Config.MetricsAddr {
-	case "off":
-		return ""
-	case "auto", "":
-		return def
+// ListenOps binds the binary's operations endpoint as SUNDIAL_METRICS_ADDR
+// says (ListenOps, the package function): nil when it is off; auto takes
+// the first free port from 127.0.0.1:base. It logs where auto landed when
+// that is not base, as the next worker on a host does.
+func (e *Env) ListenOps(base int) (net.Listener, error) {
+	ln, err := ListenOps(e.Config.MetricsAddr, base)
+	if err != nil {
+		return nil, fmt.Errorf("SUNDIAL_METRICS_ADDR: %w", err)
 	}
-	return e.Config.MetricsAddr
+	if ln != nil && ln.Addr().(*net.TCPAddr).Port != base && (e.Config.MetricsAddr == "auto" || e.Config.MetricsAddr == "") {
+		e.Log.Info("operations endpoint: default port taken, took the next free one", "default", base, "addr", ln.Addr().String())
+	}
+	return ln, nil
 }
 
 // RedisCheck is the readiness check of the Redis connection.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -274,4 +275,53 @@ func (s *Server) listWorkers(c *gin.Context) {
 		ws = []queue.WorkerInfo{}
 	}
 	c.JSON(http.StatusOK, workerList{Workers: ws})
+}
+
+// metricsTarget is one entry of a Prometheus HTTP service-discovery list
+// (http_sd_configs): one worker's /metrics address and labels.
+type metricsTarget struct {
+	Targets []string          `json:"targets"`
+	Labels  map[string]string `json:"labels"`
+}
+
+// metricsTargets handles GET /v1/workers/metrics-targets: the live workers
+// that serve /metrics (their registry entry's metrics_url), in Prometheus's
+// HTTP service-discovery format. Workers without one (HTTP workers,
+// SUNDIAL_METRICS_ADDR=off, older releases) are left out.
+func (s *Server) metricsTargets(c *gin.Context) {
+	if err := checkQuery(c); err != nil {
+		fail(c, err)
+		return
+	}
+	ws, err := s.q.Workers(c.Request.Context(), s.cfg.WorkerMaxAge)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	out := []metricsTarget{}
+	for _, w := range ws {
+		t, ok := targetOf(w)
+		if ok {
+			out = append(out, t)
+		}
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// targetOf turns a worker's metrics_url into its service-discovery entry:
+// host:port as the target, and the path as __metrics_path__ when it is not
+// Prometheus's default.
+func targetOf(w queue.WorkerInfo) (metricsTarget, bool) {
+	u, err := url.Parse(w.MetricsURL)
+	if w.MetricsURL == "" || err != nil || u.Host == "" {
+		return metricsTarget{}, false
+	}
+	labels := map[string]string{"worker_id": w.ID, "hostname": w.Hostname}
+	if u.Path != "" && u.Path != "/metrics" {
+		labels["__metrics_path__"] = u.Path
+	}
+	if u.Scheme == "https" {
+		labels["__scheme__"] = "https"
+	}
+	return metricsTarget{Targets: []string{u.Host}, Labels: labels}, true
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,6 +158,53 @@ func TestWorkers(t *testing.T) {
 	if len(list.Workers) != 1 || list.Workers[0].ID != w.ID || list.Workers[0].Concurrency != 10 {
 		t.Fatalf("%+v", list)
 	}
+}
+
+// GET /v1/workers shows each worker's metrics_url, and
+// GET /v1/workers/metrics-targets lists the workers that have one as a
+// Prometheus HTTP service-discovery list.
+func TestMetricsTargets(t *testing.T) {
+	a := start(t)
+	res := a.do("GET", "/v1/workers/metrics-targets", nil)
+	if res.status != http.StatusOK || strings.TrimSpace(string(res.body)) != "[]" {
+		t.Fatalf("no workers: %d %s, want 200 []", res.status, res.body)
+	}
+	if ct := res.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("Content-Type %q: Prometheus takes application/json only", ct)
+	}
+	now := time.Now().UTC()
+	for _, w := range []queue.WorkerInfo{
+		{ID: "w1", Hostname: "h1", MetricsURL: "http://127.0.0.1:9092/metrics"},
+		{ID: "w2", Hostname: "h1", MetricsURL: "http://127.0.0.1:9093/metrics"},
+		{ID: "w3", Hostname: "h2", MetricsURL: "http://h2:9100/ops/metrics"},
+		{ID: "http-1", Hostname: queue.HTTPWorkerHost + "10.0.0.1"}, // serves no metrics
+	} {
+		w.Queues, w.ActiveJobs, w.StartedAt = []string{"default"}, []string{}, now
+		if err := a.q.Heartbeat(context.Background(), w, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var list workerList
+	a.do("GET", "/v1/workers", nil).decode(t, http.StatusOK, &list)
+	urls := map[string]string{}
+	for _, w := range list.Workers {
+		urls[w.ID] = w.MetricsURL
+	}
+	if urls["w2"] != "http://127.0.0.1:9093/metrics" || urls["http-1"] != "" {
+		t.Fatalf("metrics_url by worker = %v", urls)
+	}
+	var got []metricsTarget
+	a.do("GET", "/v1/workers/metrics-targets", nil).decode(t, http.StatusOK, &got)
+	slices.SortFunc(got, func(x, y metricsTarget) int { return strings.Compare(x.Labels["worker_id"], y.Labels["worker_id"]) })
+	want := []metricsTarget{
+		{Targets: []string{"127.0.0.1:9092"}, Labels: map[string]string{"worker_id": "w1", "hostname": "h1"}},
+		{Targets: []string{"127.0.0.1:9093"}, Labels: map[string]string{"worker_id": "w2", "hostname": "h1"}},
+		{Targets: []string{"h2:9100"}, Labels: map[string]string{"worker_id": "w3", "hostname": "h2", "__metrics_path__": "/ops/metrics"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("targets = %+v, want %+v", got, want)
+	}
+	a.do("GET", "/v1/workers/metrics-targets?x=1", nil).wantError(t, http.StatusBadRequest, codeInvalidArgument, "x")
 }
 
 // The running API is a registered reader of the storage format, and

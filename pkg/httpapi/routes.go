@@ -170,6 +170,12 @@ func (s *Server) routes() []route {
 			Description: "Workers seen within the last three heartbeats.",
 			Status:      http.StatusOK, Response: workerList{}, Errors: []int{400, 503},
 		}},
+		{http.MethodGet, "/v1/workers/metrics-targets", s.metricsTargets, operation{
+			ID: "metricsTargets", Tag: "workers", Summary: "Where the workers' metrics are (Prometheus service discovery)",
+			Description: "The live workers that serve /metrics, as a Prometheus HTTP service-discovery list (http_sd_configs): one entry per worker, its metrics_url's host:port as the target, " +
+				"worker_id and hostname as labels. Workers without a metrics_url (HTTP workers, SUNDIAL_METRICS_ADDR=off) are left out. See docs/operations.md.",
+			Status: http.StatusOK, Response: []metricsTarget{}, Errors: []int{400, 503},
+		}},
 		{http.MethodGet, "/v1/storage", s.storage, operation{
 			ID: "storage", Tag: "operations", Summary: "Storage format and its readers",
 			Description: "The storage format the Redis holds (its marker), what this API reads and writes, and the processes registered as readers (APIs, workers, pollers), whose registrations are live, and the live workers that are not registered (a release from before the storage format). See docs/engine.md, \"Storage format\".",

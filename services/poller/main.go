@@ -2,7 +2,8 @@
 // expired leases and prunes ended jobs, for every known queue, and fires
 // recurring schedules (one poller leads; the others stand by), and writes
 // every job event to the MongoDB history (SUNDIAL_HISTORY=on). It serves
-// /metrics, /healthz and /readyz on SUNDIAL_METRICS_ADDR.
+// /metrics, /healthz and /readyz on SUNDIAL_METRICS_ADDR (auto: the first
+// free port from 127.0.0.1:9091).
 package main
 
 import (
@@ -59,9 +60,13 @@ func main() {
 		p := poller.New(q, pcfg)
 		ops.Register(p.Collectors()...)
 
+		ln, err := env.ListenOps(9091)
+		if err != nil {
+			return err
+		}
 		g, gctx := errgroup.WithContext(ctx)
-		if addr := env.OpsAddr("127.0.0.1:9091"); addr != "" {
-			g.Go(func() error { return ops.Serve(gctx, addr, env.Log) })
+		if ln != nil {
+			g.Go(func() error { return ops.Serve(gctx, ln, env.Log) })
 		}
 		g.Go(func() error { return p.Run(gctx) })
 		g.Go(func() error {

@@ -1,6 +1,7 @@
 // Command worker runs Sundial jobs: it serves the queues of SUNDIAL_QUEUES
 // with SUNDIAL_CONCURRENCY jobs at once and the built-in job types, and
-// serves /metrics, /healthz and /readyz on SUNDIAL_METRICS_ADDR.
+// serves /metrics, /healthz and /readyz on SUNDIAL_METRICS_ADDR (auto: the
+// first free port from 127.0.0.1:9092), which its registry entry shows.
 package main
 
 import (
@@ -26,6 +27,15 @@ func main() {
 		for i, q := range c.Queues {
 			queues[i] = worker.Queue{Name: q.Name, Weight: q.Weight}
 		}
+		// Bound first, so that the registry shows where the metrics are.
+		ln, err := env.ListenOps(9092)
+		if err != nil {
+			return err
+		}
+		metricsURL := ""
+		if ln != nil {
+			metricsURL = service.MetricsURL(ln)
+		}
 		w := worker.New(env.Redis, worker.Config{
 			Queues:            queues,
 			Concurrency:       c.Concurrency,
@@ -34,13 +44,14 @@ func main() {
 			HeartbeatInterval: c.HeartbeatInterval,
 			Engine:            env.EngineOptions(),
 			Logger:            env.Log,
+			MetricsURL:        metricsURL,
 		})
 		builtin.RegisterWith(w, builtin.Config{HTTPAllow: c.HTTPJobAllow})
 		g, gctx := errgroup.WithContext(ctx)
-		if addr := env.OpsAddr("127.0.0.1:9092"); addr != "" {
+		if ln != nil {
 			ops := service.NewOps(w.Collectors()...)
 			ops.Check("redis", env.RedisCheck)
-			g.Go(func() error { return ops.Serve(gctx, addr, env.Log) })
+			g.Go(func() error { return ops.Serve(gctx, ln, env.Log) })
 		}
 		// The worker stops on the signal (ctx), not when the endpoint fails
 		// to start: gctx ends then, and so does Run, gracefully.
