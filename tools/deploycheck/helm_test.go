@@ -475,7 +475,7 @@ func TestHelmRefuses(t *testing.T) {
 		{"cluster without nodes", []string{"redis.mode=cluster"}, "redis.cluster.nodes"},
 		{"cluster with a password", []string{"redis.mode=cluster", "redis.cluster.nodes={a:6379}", "redis.password=x"}, "not supported"},
 		{"sentinel node without port", []string{"redis.mode=sentinel", "redis.sentinel.nodes={sentinel}"}, "nodes"},
-		{"open API on an Ingress", []string{"api.ingress.enabled=true"}, "open API"},
+		{"open API and keys at once", []string{"apiKeys.allowOpen=true", "apiKeys.keys={k1}"}, "choose one"},
 		{"history without MongoDB", []string{"mongodb.uri="}, "mongodb.uri"},
 		{"not a MongoDB URI", []string{"mongodb.uri=postgres://x"}, "uri"},
 	} {
@@ -495,6 +495,93 @@ func TestHelmRefuses(t *testing.T) {
 				t.Errorf("refusal does not name %q:\n%v", c.want, err)
 			}
 		})
+	}
+}
+
+// envOf returns the container env entry name of d, or nil.
+func envOf(d *appsv1.Deployment, name string) *corev1.EnvVar {
+	for i, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == name {
+			return &d.Spec.Template.Spec.Containers[0].Env[i]
+		}
+	}
+	return nil
+}
+
+// TestHelmAPIKey: the chart runs no open API unless asked. With no key
+// given it generates a random one into its Secret, which the API reads as
+// SUNDIAL_API_KEYS (an Ingress then needs nothing more); apiKeys.allowOpen
+// renders no key at all. Workers and pollers use Redis, not the API, and
+// get no key.
+func TestHelmAPIKey(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"defaults", nil},
+		{"an Ingress and no key", []string{"--set", "api.ingress.enabled=true"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := render(t, c.args...)
+			key := r.secrets["sundial"].StringData["api-keys"]
+			if len(key) < 32 || strings.Trim(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") != "" {
+				t.Fatalf("the chart's Secret holds api-keys %q, want a generated key of 32 or more letters and digits", key)
+			}
+			e := envOf(r.deployments["api"], "SUNDIAL_API_KEYS")
+			if e == nil || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil ||
+				e.ValueFrom.SecretKeyRef.Name != "sundial" || e.ValueFrom.SecretKeyRef.Key != "api-keys" {
+				t.Fatalf("the api Deployment's SUNDIAL_API_KEYS is %+v, want the chart Secret's api-keys", e)
+			}
+			cfg := loadConfig(t, "api", map[string]string{"SUNDIAL_API_KEYS": key})
+			if cfg == nil || len(cfg.APIKeys) != 1 || cfg.APIKeys[0] != key {
+				t.Errorf("the API would run with keys %v, want the generated one", cfg.APIKeys)
+			}
+			for _, comp := range []string{"worker", "poller"} {
+				if envOf(r.deployments[comp], "SUNDIAL_API_KEYS") != nil {
+					t.Errorf("the %s gets SUNDIAL_API_KEYS; it does not call the API", comp)
+				}
+			}
+			// A new key per install: helm template, like a first install,
+			// finds no Secret to keep one from.
+			if again := render(t, c.args...).secrets["sundial"].StringData["api-keys"]; again == key {
+				t.Errorf("two renders generated the same key %q: it is not random", key)
+			}
+		})
+	}
+	t.Run("allowOpen", func(t *testing.T) {
+		for _, args := range [][]string{
+			{"--set", "apiKeys.allowOpen=true"},
+			{"--set", "apiKeys.allowOpen=true", "--set", "api.ingress.enabled=true"},
+		} {
+			r := render(t, args...)
+			for name, s := range r.secrets {
+				if _, ok := s.StringData["api-keys"]; ok {
+					t.Errorf("%v: Secret %s holds api-keys; an open API has none", args, name)
+				}
+			}
+			for comp, d := range r.deployments {
+				if envOf(d, "SUNDIAL_API_KEYS") != nil {
+					t.Errorf("%v: the %s gets SUNDIAL_API_KEYS; want an open API", args, comp)
+				}
+			}
+		}
+	})
+}
+
+// TestHelmWebhookPolicy: SUNDIAL_HTTP_JOB_ALLOW set in the worker's config
+// reaches the worker and parses.
+func TestHelmWebhookPolicy(t *testing.T) {
+	r := render(t, chartCases[4].args()...)
+	e := envOf(r.deployments["worker"], "SUNDIAL_HTTP_JOB_ALLOW")
+	if e == nil {
+		t.Fatalf("%s sets worker.config.SUNDIAL_HTTP_JOB_ALLOW; the worker does not get it", chartCases[4].values)
+	}
+	cfg := loadConfig(t, "worker", map[string]string{e.Name: e.Value})
+	if want := "hooks.internal.example.com:8443,*.svc.cluster.local,10.20.0.0/16"; cfg == nil || cfg.HTTPJobAllow.String() != want {
+		t.Errorf("the worker's webhook policy is %v, want %s", cfg, want)
+	}
+	if envOf(render(t).deployments["worker"], "SUNDIAL_HTTP_JOB_ALLOW") != nil {
+		t.Error("the defaults set SUNDIAL_HTTP_JOB_ALLOW; the default policy needs none")
 	}
 }
 

@@ -81,9 +81,32 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end }}
 
+{{/* Whether the chart generates the API key: no keys given, no Secret of them named, no open API asked for. */}}
+{{- define "sundial.generatedKey" -}}
+{{- if not (or .Values.apiKeys.keys .Values.apiKeys.existingSecret .Values.apiKeys.allowOpen) }}true{{ end }}
+{{- end }}
+
+{{/*
+The generated API key: the one the release's Secret already holds (so an
+upgrade keeps it), else a new random one. lookup finds nothing under
+helm template, which renders a new key each time.
+*/}}
+{{- define "sundial.apiKey" -}}
+{{- $old := "" }}
+{{- with lookup "v1" "Secret" .Release.Namespace (include "sundial.fullname" .) }}
+{{- $old = index (.data | default dict) "api-keys" | default "" }}
+{{- end }}
+{{- if $old }}{{ $old | b64dec }}{{ else }}{{ randAlphaNum 48 }}{{ end }}
+{{- end }}
+
+{{/* Whether the API reads SUNDIAL_API_KEYS from a Secret (else it is open). */}}
+{{- define "sundial.apiKeys" -}}
+{{- if or .Values.apiKeys.keys .Values.apiKeys.existingSecret (include "sundial.generatedKey" .) }}true{{ end }}
+{{- end }}
+
 {{/* Whether the chart's own Secret has anything to hold. */}}
 {{- define "sundial.ownSecret" -}}
-{{- if or (not .Values.redis.existingSecret) (and .Values.history.enabled (not .Values.mongodb.existingSecret)) (and .Values.apiKeys.keys (not .Values.apiKeys.existingSecret)) }}true{{ end }}
+{{- if or (not .Values.redis.existingSecret) (and .Values.history.enabled (not .Values.mongodb.existingSecret)) (and .Values.apiKeys.keys (not .Values.apiKeys.existingSecret)) (include "sundial.generatedKey" .) }}true{{ end }}
 {{- end }}
 
 {{/* Shutdown timeout of a component in seconds: (dict "root" $ "component" "worker"). */}}
@@ -127,7 +150,7 @@ last, in name order.
 {{- if eq .component "api" }}
 - name: SUNDIAL_HTTP_ADDR
   value: {{ printf "0.0.0.0:%v" $c.port | quote }}
-{{- if or $v.apiKeys.keys $v.apiKeys.existingSecret }}
+{{- if include "sundial.apiKeys" $root }}
 - name: SUNDIAL_API_KEYS
   valueFrom:
     secretKeyRef:
