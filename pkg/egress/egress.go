@@ -369,6 +369,7 @@ func (p *Policy) DialContext(ctx context.Context, network, address string) (net.
 	}
 	var refused, dialErr error
 	for _, ip := range ips {
+		ip = ip.Unmap()
 		if !byName {
 			if err := p.checkAddr(host, ip, uint16(port)); err != nil {
 				if refused == nil {
