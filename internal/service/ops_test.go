@@ -1,10 +1,16 @@
 package service
 
 import (
+	"context"
+	"encoding/json"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/sundialhq/sundial/internal/freeport"
 )
@@ -90,5 +96,37 @@ func TestMetricsURL(t *testing.T) {
 	host, _ := os.Hostname()
 	if got, want := MetricsURL(wild), "http://"+net.JoinHostPort(host, strconv.Itoa(portOf(wild)))+"/metrics"; got != want {
 		t.Fatalf("MetricsURL of a wildcard address = %q, want %q", got, want)
+	}
+}
+
+// /readyz answers within readyTimeout even when a check ignores its
+// deadline (go-redis reads a reply for up to 5 s whatever the context),
+// and names the check that did not answer.
+func TestReadyzAnswersWithinItsBound(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	stop := func() { once.Do(func() { close(release) }) }
+	time.AfterFunc(10*time.Second, stop) // a /readyz that waits fails rather than hangs
+	defer stop()
+	o := NewOps()
+	o.Check("redis", func(context.Context) error { <-release; return nil })
+	o.Check("mongodb", func(context.Context) error { return nil })
+	srv := httptest.NewServer(o.Handler())
+	defer srv.Close()
+	began := time.Now()
+	res, err := http.Get(srv.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body struct{ Checks map[string]string }
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took > readyTimeout+time.Second {
+		t.Fatalf("/readyz took %v, want about %v", took, readyTimeout)
+	}
+	if res.StatusCode != http.StatusServiceUnavailable || body.Checks["redis"] != "unavailable" || body.Checks["mongodb"] != "ok" {
+		t.Fatalf("/readyz: %d %v, want 503 with redis unavailable and mongodb ok", res.StatusCode, body.Checks)
 	}
 }

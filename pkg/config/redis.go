@@ -10,15 +10,50 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// RedisDialTimeout bounds one connection attempt to Redis (TCP and TLS),
+// instead of go-redis's 5 s: a Redis that does not accept within a second
+// is down for a request's purposes, and the caller hears so in time.
+const RedisDialTimeout = time.Second
 
 // RedisOptions turns SUNDIAL_REDIS_URL into go-redis universal options:
 //   - redis://[user:pass@]host:port[/db] and rediss:// (TLS): one server;
 //   - redis+sentinel://[:pass@]host:port[,host:port…]/master[/db]: Sentinel;
 //   - host:port,host:port[,…] (no scheme): a Redis Cluster's seed nodes.
+//
+// Every form dials once per try, within RedisDialTimeout (see bounded).
 func RedisOptions(raw string) (*redis.UniversalOptions, error) {
+	o, err := redisOptions(raw)
+	if err != nil {
+		return nil, err
+	}
+	bounded(o)
+	return o, nil
+}
+
+// bounded makes a dead Redis cost a caller little time. go-redis dials up
+// to 5 times per try (100 ms apart) and tries a command 4 times, so with
+// a killed Redis (connection refused) the first command of a warm pool
+// took 4 dials × 5 attempts ≈ 1.7 s, and a request with two commands
+// answered 503 after 3.4 s (later ones fast only once 20 dials had failed
+// and the pool answered its last dial error at once). One dial attempt per
+// try keeps the command's own retries (a stale pooled connection, a
+// failover's EOF, with 10 ms… backoff) and answers "refused" in
+// milliseconds; a Redis that accepts no connection (a host gone) costs
+// RedisDialTimeout per try instead of 5 s. Reads keep go-redis's 5 s
+// ReadTimeout, which long scripts need (a Redis that accepts but does not
+// answer still costs that per command), and blocking commands (BLPOP)
+// still get their own timeout added to it.
+func bounded(o *redis.UniversalOptions) {
+	o.DialerRetries = 1
+	o.DialTimeout = RedisDialTimeout
+}
+
+func redisOptions(raw string) (*redis.UniversalOptions, error) {
 	switch {
 	case strings.HasPrefix(raw, "redis://"), strings.HasPrefix(raw, "rediss://"):
 		o, err := redis.ParseURL(raw)
@@ -66,11 +101,12 @@ func RedisOptions(raw string) (*redis.UniversalOptions, error) {
 			}
 		}
 		// Two or more seeds, or one seed without a scheme: cluster mode.
-		// One dial attempt per try: a dead master answers "refused" at
-		// once, and retrying the dial (5 × 100 ms by default, times each
-		// redirect) would stall every caller that also touches the
-		// healthy shards while the dead one fails over.
-		return &redis.UniversalOptions{Addrs: addrs, IsClusterMode: true, DialerRetries: 1}, nil
+		// The one dial attempt per try (bounded) matters most here: a
+		// dead master answers "refused" at once, and retrying the dial
+		// (5 × 100 ms by default, times each redirect) would stall every
+		// caller that also touches the healthy shards while the dead one
+		// fails over.
+		return &redis.UniversalOptions{Addrs: addrs, IsClusterMode: true}, nil
 	}
 }
 

@@ -2,12 +2,14 @@ package config
 
 import (
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Each URL form gives the go-redis client of its deployment; a Cluster's
-// client dials a node once per try (a dead master refuses at once).
+// Each URL form gives the go-redis client of its deployment, and each
+// dials once per try within RedisDialTimeout (a dead Redis refuses at
+// once; go-redis's 5 dials per try made a request wait 3.4 s).
 func TestNewRedisKinds(t *testing.T) {
 	for _, tc := range []struct {
 		url  string
@@ -22,15 +24,15 @@ func TestNewRedisKinds(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.url, err)
 		}
-		got := "?"
+		got, retries, timeout := "?", 0, time.Duration(0)
 		switch cc := c.(type) {
 		case *redis.Client:
-			got = "*redis.Client"
+			got, retries, timeout = "*redis.Client", cc.Options().DialerRetries, cc.Options().DialTimeout
 		case *redis.ClusterClient:
-			got = "*redis.ClusterClient"
-			if n := cc.Options().DialerRetries; n != 1 {
-				t.Errorf("%s: DialerRetries %d, want 1", tc.url, n)
-			}
+			got, retries, timeout = "*redis.ClusterClient", cc.Options().DialerRetries, cc.Options().DialTimeout
+		}
+		if retries != 1 || timeout != RedisDialTimeout {
+			t.Errorf("%s: DialerRetries %d, DialTimeout %v; want 1, %v", tc.url, retries, timeout, RedisDialTimeout)
 		}
 		if got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.url, got, tc.want)

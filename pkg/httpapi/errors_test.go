@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -184,6 +185,41 @@ func TestRedisDown(t *testing.T) {
 		return a.do("GET", "/readyz", nil).status == http.StatusOK
 	})
 	a.submit(t, map[string]any{"type": "a"})
+}
+
+// hungHistory is a history store whose Ping answers only once released,
+// whatever its context: a client that does not honour deadlines.
+type hungHistory struct {
+	fakeHistory
+	release chan struct{}
+}
+
+func (h *hungHistory) Ping(context.Context) error {
+	<-h.release
+	return nil
+}
+
+// /readyz answers within readyTimeout even when a dependency's client
+// ignores the deadline (go-redis reads a reply for up to 3 s whatever the
+// context): the dependency is then down, with detail timeout.
+func TestReadyzAnswersWithinItsBound(t *testing.T) {
+	h := &hungHistory{release: make(chan struct{})}
+	a := start(t, func(c *Config) { c.History = h })
+	// Released after 5 s at the latest, so that a /readyz that waits for
+	// it fails the test rather than hanging it.
+	var once sync.Once
+	release := func() { once.Do(func() { close(h.release) }) }
+	time.AfterFunc(5*time.Second, release)
+	defer release()
+	began := time.Now()
+	var ready readiness
+	a.do("GET", "/readyz", nil).decode(t, http.StatusServiceUnavailable, &ready)
+	if took := time.Since(began); took > readyTimeout+500*time.Millisecond {
+		t.Fatalf("/readyz took %v, want at most %v", took, readyTimeout)
+	}
+	if ready.Checks["history"] != (readyCheck{Status: "down", Detail: "timeout"}) || ready.Checks["redis"].Status != "ok" {
+		t.Fatalf("%+v", ready)
+	}
 }
 
 func TestReadyzHistory(t *testing.T) {
