@@ -23,10 +23,16 @@ var (
 	ErrConflict = errors.New("job is in a conflicting state")
 )
 
-// ConflictError says which state refused an operation. It matches ErrConflict.
-type ConflictError struct{ State string }
+// ConflictError says which state refused an operation, and why when the
+// state alone does not tell. It matches ErrConflict.
+type ConflictError struct{ State, Why string }
 
-func (e *ConflictError) Error() string { return "job is " + e.State }
+func (e *ConflictError) Error() string {
+	if e.Why != "" {
+		return "job is " + e.State + "; " + e.Why
+	}
+	return "job is " + e.State
+}
 
 // Is makes errors.Is(err, ErrConflict) true.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }

@@ -345,7 +345,11 @@ func statusErr(res []string) error {
 	case "not_found":
 		return ErrNotFound
 	case "conflict":
-		return &ConflictError{State: res[1]}
+		e := &ConflictError{State: res[1]}
+		if len(res) > 2 {
+			e.Why = res[2]
+		}
+		return e
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -284,6 +285,52 @@ func TestDependencies(t *testing.T) {
 	if !errors.As(err, &de) || de.Reason != "failed" {
 		t.Fatalf("submit with dead dep: %v", err)
 	}
+}
+
+// A dependent cancelled while it waits, then retried, waits again for the
+// dependencies that have not succeeded (it ran at once before: issue 32,
+// finding 5); once they succeed it starts. A dependent whose dependency
+// ended dead is not retried: the error names the dependency.
+func TestRetriedDependentWaitsForItsDependencies(t *testing.T) {
+	e := newEnv(t)
+	js := e.submit(t,
+		job.Spec{Type: "parent"},
+		job.Spec{Type: "other"},
+		job.Spec{Type: "child", DependsOn: []string{"#0", "#1"}},
+	)
+	if _, err := e.q.Cancel(e.ctx, js[2].ID); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, e.get(t, js[2].ID), job.Cancelled)
+	// One dependency succeeds meanwhile.
+	l := e.claim(t, "default", 1)
+	e.complete(t, "default", queue.Outcome{ID: l[0].Job.ID, Token: l[0].Token, Kind: queue.OutcomeSucceeded})
+	got, err := e.q.Retry(e.ctx, js[2].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, got, job.Waiting)
+	l = e.claim(t, "default", 10)
+	if len(l) != 1 || l[0].Job.ID != js[1].ID {
+		t.Fatalf("claim = %+v; want only the second dependency, not the retried dependent", l)
+	}
+	e.complete(t, "default", queue.Outcome{ID: js[1].ID, Token: l[0].Token, Kind: queue.OutcomeSucceeded})
+	wantState(t, e.get(t, js[2].ID), job.Queued)
+	if l = e.claim(t, "default", 10); len(l) != 1 || l[0].Job.ID != js[2].ID {
+		t.Fatalf("claim = %+v; want the dependent", l)
+	}
+
+	// A dependency that ended dead: the retry is refused, naming it.
+	ds := e.submit(t, job.Spec{Type: "parent"}, job.Spec{Type: "child", DependsOn: []string{"#0"}})
+	l = e.claim(t, "default", 1)
+	e.complete(t, "default", queue.Outcome{ID: ds[0].ID, Token: l[0].Token, Kind: queue.OutcomeDead, Error: "x"})
+	wantState(t, e.get(t, ds[1].ID), job.Cancelled)
+	_, err = e.q.Retry(e.ctx, ds[1].ID)
+	var ce *queue.ConflictError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Error(), ds[0].ID) || !strings.Contains(ce.Error(), "dead") {
+		t.Fatalf("retry of a dependent whose dependency is dead: %v", err)
+	}
+	wantState(t, e.get(t, ds[1].ID), job.Cancelled)
 }
 
 func TestReclaimExpiredLease(t *testing.T) {

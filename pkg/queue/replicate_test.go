@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
@@ -59,5 +60,52 @@ func TestSubmitWaitsForReplicas(t *testing.T) {
 	}
 	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("WAIT took %v with a 300 ms timeout", d)
+	}
+}
+
+// A submit retried after ErrNotReplicated finds its job written (on the
+// master only) and writes nothing: its WAIT must still confirm that a
+// replica has the job. WAIT waits for its connection's own last write, so
+// a pooled connection whose last write a replica acknowledged long ago
+// answered at once (issue 32, finding 4).
+func TestDuplicateSubmitWaitsForReplicasToo(t *testing.T) {
+	t.Parallel()
+	master := queuetest.Start(t)
+	host, port, _ := net.SplitHostPort(master.Addr())
+	replica := queuetest.StartWith(t, "--replicaof", host, port)
+	ctx := context.Background()
+	rc := replica.Client()
+	queuetest.Eventually(t, 20*time.Second, "replica in sync", func() bool {
+		info, _ := rc.Info(ctx, "replication").Result()
+		return strings.Contains(info, "master_link_status:up")
+	})
+	name := queuetest.Name("dup")
+	opts := queue.Options{WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond}
+	// One connection each: the API process that retries, and the one whose
+	// submit reached only the master.
+	retrier := queue.New(redis.NewClient(&redis.Options{Addr: master.Addr(), PoolSize: 1}), opts)
+	first := queue.New(redis.NewClient(&redis.Options{Addr: master.Addr(), PoolSize: 1}), opts)
+	submit := func(q *queue.Client, key string) ([]queue.Submitted, error) {
+		j, err := (&job.Spec{Queue: name, Type: "t", IdempotencyKey: key}).Build(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q.Submit(ctx, []*job.Job{j})
+	}
+	if _, err := submit(retrier, "earlier"); err != nil {
+		t.Fatalf("a submit with the replica in sync: %v", err)
+	}
+	replica.Pause() // connected, but acknowledges nothing
+	t.Cleanup(replica.Resume)
+	if _, err := submit(first, "once"); !errors.Is(err, queue.ErrNotReplicated) {
+		t.Fatalf("submit with a frozen replica = %v, want ErrNotReplicated", err)
+	}
+	if _, err := submit(retrier, "once"); !errors.Is(err, queue.ErrNotReplicated) {
+		t.Fatalf("the retried submit (a duplicate) with the replica still frozen = %v, want ErrNotReplicated", err)
+	}
+	replica.Resume()
+	out, err := submit(retrier, "once")
+	if err != nil || len(out) != 1 || !out[0].Duplicate {
+		t.Fatalf("the retried submit with the replica back = %+v, %v; want the duplicate, confirmed", out, err)
 	}
 }

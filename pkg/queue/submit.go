@@ -212,7 +212,7 @@ func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*j
 	var res []string
 	var err error
 	if c.opts.WaitReplicas > 0 && !dryRun {
-		res, err = c.runReplicated(ctx, c.scripts.submit, k, args)
+		res, err = c.runReplicated(ctx, c.scripts.submit, k, args, len(idx))
 	} else {
 		res, err = c.exec(ctx, c.rdb, c.scripts.submit, args).StringSlice()
 	}

@@ -1,11 +1,15 @@
 -- retry.lua: requeue dead (or cancelled) jobs by hand, attempts reset to 0.
 -- ARGV[6] 'dead' = only dead jobs qualify, 'any' = dead or cancelled
 -- ARGV[7] n, ARGV[8..] ids
+-- A job with dependencies (depends_on) goes back to waiting for those that
+-- have not succeeded yet; one whose dependency ended dead or cancelled
+-- does not qualify (retry the dependency first). A dependency whose hash
+-- is gone ended long ago (only ended jobs are pruned) and counts as done.
 -- Returns {'ok', requeued} — ids that do not qualify are skipped —
--- or, when n = 1, {'conflict', state} / {'not_found'} for that one id.
+-- or, when n = 1, {'conflict', state[, why]} / {'not_found'} for that one id.
 local dead_only = ARGV[6] == 'dead'
 local n = tonumber(ARGV[7])
-local count = 0
+local count, queued = 0, 0
 local fields = {'type', 'state', 'priority', 'group'}
 for i = 1, n do
   local id = ARGV[7 + i]
@@ -16,20 +20,52 @@ for i = 1, n do
   elseif f[2] ~= 'dead' and (dead_only or f[2] ~= 'cancelled') then
     if n == 1 then return {'conflict', f[2]} end
   else
-    redis.call('ZREM', K_DEAD, id)
-    redis.call('ZREM', K_FIN, id)
-    redis.call('HSET', jk, 'state', 'queued', 'attempt', '0', 'token', '', 'run_at', NOW_S)
-    redis.call('HDEL', jk, 'finished_at', 'started_at', 'worker_id', 'result')
-    if redis.call('HDEL', K_TOMB, id) == 1 then
-      -- Cancelled while queued: its id is still in its list, which now
-      -- serves it again.
-      redis.call('HINCRBY', K_STATS, 'tomb_' .. f[3], -1)
-    else
-      enqueue(id, f[3], f[4], false)
+    local pending, failed = {}, nil
+    local deps = redis.call('HGET', jk, 'depends_on')
+    if deps then
+      for d in string.gmatch(deps, '[^,]+') do
+        local ds = redis.call('HGET', JOB .. d, 'state')
+        if ds == 'dead' or ds == 'cancelled' then
+          failed = 'its dependency ' .. d .. ' ended ' .. ds .. ': retry that first'
+          break
+        elseif ds and ds ~= 'succeeded' then
+          pending[#pending + 1] = d
+        end
+      end
     end
-    emit(id, f[1], 'retried', 'queued', 0, '', '')
-    count = count + 1
+    if failed then
+      if n == 1 then return {'conflict', f[2], failed} end
+    else
+      redis.call('ZREM', K_DEAD, id)
+      redis.call('ZREM', K_FIN, id)
+      redis.call('HDEL', jk, 'finished_at', 'started_at', 'worker_id', 'result')
+      if #pending > 0 then
+        -- A tombstone left in a list, if any, is dropped by the claim that
+        -- meets it (the job is not queued).
+        redis.call('HSET', jk, 'state', 'waiting', 'attempt', '0', 'token', '', 'run_at', NOW_S)
+        redis.call('ZADD', K_WAIT, NOW, id)
+        redis.call('SADD', QK .. 'deps:' .. id, unpack(pending))
+        for _, d in ipairs(pending) do
+          redis.call('SADD', QK .. 'dependents:' .. d, id)
+          redis.call('HSET', JOB .. d, 'has_dependents', '1')
+        end
+        emit(id, f[1], 'retried', 'waiting', 0, '', '')
+        count = count + 1
+      else
+        redis.call('HSET', jk, 'state', 'queued', 'attempt', '0', 'token', '', 'run_at', NOW_S)
+        if redis.call('HDEL', K_TOMB, id) == 1 then
+          -- Cancelled while queued: its id is still in its list, which now
+          -- serves it again.
+          redis.call('HINCRBY', K_STATS, 'tomb_' .. f[3], -1)
+        else
+          enqueue(id, f[3], f[4], false)
+        end
+        emit(id, f[1], 'retried', 'queued', 0, '', '')
+        count = count + 1
+        queued = queued + 1
+      end
+    end
   end
 end
-signal(count)
+signal(queued)
 return {'ok', tostring(count)}

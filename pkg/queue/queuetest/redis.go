@@ -185,6 +185,22 @@ func (s *Server) Kill() {
 	<-done
 }
 
+// Pause freezes the server with SIGSTOP, as a stop-the-world pause or a
+// VM migration would: its connections stay open and nothing answers,
+// until Resume. Kill and the test's cleanup end a paused server too.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume lets a paused server run again (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		_ = s.cmd.Process.Signal(sig)
+	}
+}
+
 // Alive reports whether the server process runs (it was not killed).
 func (s *Server) Alive() bool {
 	s.mu.Lock()
