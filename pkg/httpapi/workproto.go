@@ -109,7 +109,7 @@ type outcomeResult struct {
 }
 
 var errLeaseLost = &apiError{Status: http.StatusConflict, Code: codeConflict,
-	Message: "lease lost: the job was reclaimed, cancelled or finished under this token; stop working on it"}
+	Message: "lease lost: the job was reclaimed, cancelled or finished under this token, or ran past its timeout; stop working on it"}
 
 // claimQueue handles POST /v1/queues/{q}/claim.
 func (s *Server) claimQueue(c *gin.Context) {

@@ -116,8 +116,9 @@ func TestConcurrencyLimitFreesOnEveryEnd(t *testing.T) {
 		t.Fatalf("after a cancel claimed %d jobs, want 1", len(a5))
 	}
 	// Lease expiry (a dead worker) frees its slot: a4's lease runs out
-	// while a5's holder renews it.
-	e.clock.Advance(time.Minute)
+	// while a5's holder renews it (within a5's timeout: a renewal past it
+	// is refused).
+	e.clock.Advance(12 * time.Second)
 	if _, err := e.q.Extend(e.ctx, "default", a5); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 )
 
 // maxConcurrency is SUNDIAL_CONCURRENCY's upper bound: a worker may claim
@@ -365,6 +366,9 @@ func TestClaimTokens(t *testing.T) {
 	e := newEnv(t)
 	fence := queue.QueueKey("default", "fence")
 	seen := map[string]bool{}
+	// A first claim, before the queue has a fence: a fence set by hand is
+	// then no sign of a restart (quarantined in lib.lua).
+	e.claim(t, "default", 1)
 	for _, start := range []int64{0, 7, 999, 9007199254739990 / 2} {
 		const n = 12
 		if err := e.q.Redis().Set(e.ctx, fence, start, 0).Err(); err != nil {
@@ -462,5 +466,46 @@ func TestTokensDifferAfterARollback(t *testing.T) {
 	st, err = e.q.Complete(e.ctx, "default", []queue.Outcome{{ID: second[0].Job.ID, Token: second[0].Token, Kind: queue.OutcomeSucceeded, WorkerID: "w2"}})
 	if err != nil || st[0] != queue.StatusSucceeded {
 		t.Fatalf("the second holder's outcome = %v, %v", st, err)
+	}
+}
+
+// A Redis that restarts may come back with less than it acknowledged (an
+// older snapshot, an AOF that lost its last second) and so forget a lease
+// a worker still runs under: a client that saw the server change identity
+// claims nothing for a lease TTL, by when that worker has stopped.
+func TestClaimsWaitALeaseTTLAfterARestart(t *testing.T) {
+	t.Parallel()
+	srv := queuetest.Start(t)
+	ctx := context.Background()
+	const ttl = 2 * time.Second
+	q := queue.New(srv.Client(), queue.Options{LeaseTTL: ttl})
+	submit := func() {
+		j, err := (&job.Spec{Type: "t"}).Build(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Submit(ctx, []*job.Job{j}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit()
+	if l, err := q.Claim(ctx, "default", 1, "w"); err != nil || len(l) != 1 {
+		t.Fatalf("claim before the restart: %v, %v", l, err)
+	}
+	srv.Restart()
+	restarted := time.Now()
+	queuetest.Eventually(t, 10*time.Second, "a submit after the restart", func() bool {
+		j, _ := (&job.Spec{Type: "t"}).Build(time.Now())
+		_, err := q.Submit(ctx, []*job.Job{j})
+		return err == nil
+	})
+	var l []queue.Lease
+	queuetest.Eventually(t, 10*time.Second, "a claim after the restart", func() bool {
+		var err error
+		l, err = q.Claim(ctx, "default", 1, "w")
+		return err == nil && len(l) == 1
+	})
+	if d := time.Since(restarted); d < ttl-600*time.Millisecond {
+		t.Fatalf("claimed %v after the restart; want no claim for a lease TTL (%v)", d, ttl)
 	}
 }

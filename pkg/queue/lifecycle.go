@@ -228,8 +228,8 @@ func (c *Client) extend(ctx context.Context, queue string, leases []Lease, progr
 	if len(leases) == 0 {
 		return nil, time.Time{}, nil
 	}
-	args := make([]any, 0, 2+3*len(leases))
-	args = append(args, c.opts.LeaseTTL.Milliseconds(), len(leases))
+	args := make([]any, 0, 3+3*len(leases))
+	args = append(args, c.opts.LeaseTTL.Milliseconds(), c.opts.LeaseGrace.Milliseconds(), len(leases))
 	for i, l := range leases {
 		p := ""
 		if i < len(progress) && progress[i] != nil {

@@ -333,6 +333,32 @@ func TestRetriedDependentWaitsForItsDependencies(t *testing.T) {
 	wantState(t, e.get(t, ds[1].ID), job.Cancelled)
 }
 
+// A holder that renews forever (an HTTP worker's heartbeat) cannot keep a
+// job past its timeout plus the lease grace: Redis refuses the renewal,
+// the lease runs out and the job is retried (issue 32, finding 6).
+func TestRenewalRefusedPastTheTimeout(t *testing.T) {
+	e := newEnv(t) // LeaseTTL 11 s, LeaseGrace 1 s
+	j := e.submit(t, job.Spec{Type: "t", TimeoutSeconds: ptr(5), Backoff: &job.Backoff{}})[0]
+	l := e.claim(t, "default", 1)
+	for range 5 { // renewals every second, up to the timeout plus the grace
+		e.clock.Advance(1200 * time.Millisecond)
+		if held, err := e.q.Extend(e.ctx, "default", l); err != nil || !held[0] {
+			t.Fatalf("renewal at %v: %v, %v; want held", e.clock.Now(), held, err)
+		}
+	}
+	e.clock.Advance(time.Second) // 7 s: past 5 s + 1 s
+	if held, err := e.q.Extend(e.ctx, "default", l); err != nil || held[0] {
+		t.Fatalf("renewal past the timeout and grace: %v, %v; want refused", held, err)
+	}
+	e.clock.Advance(11 * time.Second) // the last lease runs out
+	if n, _, _ := e.q.Reclaim(e.ctx, "default", 10); n != 1 {
+		t.Fatalf("reclaimed %d, want 1", n)
+	}
+	if got := e.get(t, j.ID); got.LastError != "lease expired" || got.Attempt != 1 {
+		t.Fatalf("job = %s %q attempt %d", got.State, got.LastError, got.Attempt)
+	}
+}
+
 func TestReclaimExpiredLease(t *testing.T) {
 	e := newEnv(t)
 	j := e.submit(t, job.Spec{Type: "t", TimeoutSeconds: ptr(10), MaxAttempts: ptr(2), Backoff: &job.Backoff{}})[0]

@@ -87,8 +87,10 @@ func loadScripts() *scripts {
 	name := "sundial_" + hex.EncodeToString(sum[:8])
 	var lib strings.Builder
 	lib.WriteString("#!lua name=" + name + "\n")
-	// KEYS and ARGV are the library's upvalues, set by each call.
-	lib.WriteString("local KEYS, ARGV\n" + code)
+	// KEYS and ARGV are the library's upvalues, set by each call. LIBRARY
+	// tells lib.lua that its upvalues outlive a call (false in the plain
+	// scripts of the EVALSHA fallback).
+	lib.WriteString("local KEYS, ARGV\nlocal LIBRARY = true\n" + code)
 	lib.WriteString("local function entry(main)\n  return function(keys, args)\n    KEYS, ARGV = keys, args\n" +
 		"    begin()\n    local out = main()\n    flush_events()\n    return out\n  end\nend\n")
 	s := &scripts{name: name}
@@ -102,7 +104,7 @@ func loadScripts() *scripts {
 		lib.WriteString(fmt.Sprintf("redis.register_function{function_name='%s', callback=entry(main_%s), flags={%s}}\n", fn, n, flags))
 		// The fallback: the same code as one script with only its own
 		// main, KEYS and ARGV taken from the globals EVAL sets.
-		byName[n] = newScript(fn, "local KEYS, ARGV = KEYS, ARGV\n"+common+mainOf(n)+
+		byName[n] = newScript(fn, "local KEYS, ARGV = KEYS, ARGV\nlocal LIBRARY = false\n"+common+mainOf(n)+
 			"begin()\nlocal out = main_"+n+"()\nflush_events()\nreturn out\n")
 	}
 	// The registry's scripts are more functions of the library, which set

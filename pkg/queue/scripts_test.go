@@ -31,10 +31,14 @@ func lifecycle(t *testing.T, q *queue.Client) {
 	if _, err := q.Submit(ctx, jobs); err != nil {
 		t.Fatalf("submit: %v", err)
 	}
-	ls, err := q.Claim(ctx, "default", 1, "w")
-	if err != nil || len(ls) != 1 {
-		t.Fatalf("claim: %d leases, %v", len(ls), err)
-	}
+	// A claim right after the library was loaded again waits a lease TTL
+	// (quarantined, lib.lua).
+	var ls []queue.Lease
+	queuetest.Eventually(t, 20*time.Second, "a claim", func() bool {
+		var err error
+		ls, err = q.Claim(ctx, "default", 1, "w")
+		return err == nil && len(ls) == 1
+	})
 	st, err := q.Complete(ctx, "default", []queue.Outcome{{ID: ls[0].Job.ID, Token: ls[0].Token, Kind: queue.OutcomeFailed, Error: "boom"}})
 	if err != nil || st[0] == queue.StatusStale || st[0] == queue.StatusSucceeded {
 		t.Fatalf("fail: %v, %v", st, err)
@@ -70,7 +74,7 @@ func TestScriptsRunAsFunctionsLoadedOnDemand(t *testing.T) {
 	t.Parallel()
 	srv := queuetest.Start(t)
 	rdb := srv.Client()
-	q := queue.New(rdb, queue.Options{})
+	q := queue.New(rdb, queue.Options{LeaseTTL: time.Second})
 	lifecycle(t, q)
 	ctx := context.Background()
 	libs, err := rdb.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: "sundial_*"}).Result()

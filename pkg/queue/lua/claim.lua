@@ -31,6 +31,10 @@
 -- can block on it and be woken by the next submit.
 -- One EXISTS over the pause flag and the limits tells the common case
 -- (neither) apart at no extra cost.
+if quarantined(tonumber(ARGV[8])) then
+  redis.call('DEL', K_SIGNAL) -- callers block until a submit or their wait ends
+  return {}
+end
 local gate = nil
 if redis.call('EXISTS', K_PAUSED, K_LIMITS) > 0 then
   if redis.call('EXISTS', K_PAUSED) == 1 then return {} end

@@ -160,6 +160,40 @@ local function lease_now()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- BOOTED maps a queue's prefix to when this server's library first saw a
+-- claim of it (lease clock, ms). The library's state starts afresh with
+-- the server process: after a restart (perhaps from an older snapshot, or
+-- an AOF that lost its last second) and on a replica promoted by a
+-- failover (that perhaps lagged), it is empty.
+local BOOTED = {}
+
+-- quarantined tells whether claims of this queue must wait: a server that
+-- restarted or took over may have forgotten leases it granted, so a job it
+-- holds as queued (or whose restored lease looks expired) may still run
+-- under a worker that claimed it before. That worker stops within a lease
+-- TTL of its last accepted renewal (pkg/worker's lease guard), so no claim
+-- is granted until a lease TTL (ttl, ms) after the first claim this
+-- server saw of a queue that had granted leases before (its fence
+-- counter exists). A queue never claimed from waits for nothing, nor do
+-- the plain scripts of the EVALSHA fallback, which keep no state
+-- (docs/operations.md, "Leases").
+local function quarantined(ttl)
+  if not LIBRARY then return false end
+  local since = BOOTED[QK]
+  if since == nil then
+    if redis.call('EXISTS', K_FENCE) == 0 then
+      BOOTED[QK] = false
+      return false
+    end
+    since = lease_now()
+    BOOTED[QK] = since
+  end
+  if since == false then return false end
+  if lease_now() < since + ttl then return true end
+  BOOTED[QK] = false
+  return false
+end
+
 -- call_chunked runs redis.call(cmd, [key,] values...) over list in chunks of
 -- at most CHUNK values; key may be nil (e.g. DEL of many keys).
 local function call_chunked(cmd, key, list)
