@@ -4,11 +4,11 @@ GO ?= go
 # Every package of the module but the Go code npm brings into web/node_modules.
 PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -v /node_modules/)
 
-.PHONY: test deps test-deploy test-web web lint bench run build clean
+.PHONY: test deps test-deploy test-openapi test-web web lint bench run build clean
 
 ## test: install what the tests need (scripts/install-deps.sh, as CI does), build the
 ## dashboard, vet, every Go test with the race detector, then the dashboard's checks
-## (test-web) and the deploy checks, then the summaries. CI=true makes a test whose
+## (test-web), the deploy checks and the OpenAPI check, then the summaries. CI=true makes a test whose
 ## tool is missing fail rather than skip; the summary counts and names every skip.
 test: deps web
 	$(GO) vet $(PKGS)
@@ -19,8 +19,10 @@ test: deps web
 	echo "== web test summary: $$([ $$web = 0 ] && echo ok || echo FAIL) (eslint, tsc, vitest, build, e2e)"; \
 	$(MAKE) --no-print-directory test-deploy; deploy=$$?; \
 	echo "== deploy checks summary: $$([ $$deploy = 0 ] && echo ok || echo FAIL) (Dockerfile, docker-compose.yml, Helm chart)"; \
+	$(MAKE) --no-print-directory test-openapi; openapi=$$?; \
+	echo "== OpenAPI check summary: $$([ $$openapi = 0 ] && echo ok || echo FAIL) (the served document and real exchanges, by an independent 3.1 validator)"; \
 	cat .test.summary 2>/dev/null || echo "== go test summary: no summary (go test or internal/testsummary did not run)"; \
-	rm -f .test.summary; [ $$status = 0 ] && [ $$web = 0 ] && [ $$deploy = 0 ]
+	rm -f .test.summary; [ $$status = 0 ] && [ $$web = 0 ] && [ $$deploy = 0 ] && [ $$openapi = 0 ]
 
 ## deps: install what the tests need when missing (redis-server, PostgreSQL, Chromium,
 ## Node.js, Go modules, the FerretDB stand-in, helm, npm packages), or fail naming it
@@ -48,6 +50,12 @@ test-web: web
 test-deploy:
 	@export HELM=$$(bash scripts/install-helm.sh) && cd tools/deploycheck && \
 	CGO_ENABLED=0 $(GO) vet ./... && CGO_ENABLED=0 $(GO) test -count=1 ./...
+
+## test-openapi: the API's OpenAPI document through an independent OpenAPI 3.1 validator
+## (pb33f/libopenapi-validator): the served document, and real exchanges with an API over a
+## real redis-server, requests and answers (tools/openapicheck, its own module)
+test-openapi:
+	cd tools/openapicheck && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 ## lint: gofmt, go vet, staticcheck
 lint:

@@ -3,8 +3,10 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -74,6 +76,12 @@ var schemaNames = map[reflect.Type]string{
 	reflect.TypeFor[queueHistoryState]():      "QueueHistoryBacklog",
 	reflect.TypeFor[schedulePreviewRequest](): "SchedulePreviewRequest",
 	reflect.TypeFor[schedulePreview]():        "SchedulePreview",
+
+	// A queue's limits (limits.go).
+	reflect.TypeFor[queue.LimitStatus](): "Limit",
+	reflect.TypeFor[limitBody]():         "LimitSpec",
+	reflect.TypeFor[limitList]():         "LimitList",
+	reflect.TypeFor[queue.Rate]():        "Rate",
 }
 
 // enums lists the values of the API's enumerated string types.
@@ -95,11 +103,21 @@ var requestRequired = map[string][]string{
 
 	"Schedule":               {"job"},
 	"SchedulePreviewRequest": {},
+
+	"LimitSpec": {},
+}
+
+// objectRules add the rules that tie properties of a schema together, by
+// schema name, so that the document states what the API refuses with 400.
+var objectRules = map[string]map[string]any{
+	"JobSpec":   {"not": map[string]any{"required": []string{"run_at", "delay_seconds"}}},
+	"Schedule":  {"oneOf": []any{map[string]any{"required": []string{"cron"}}, map[string]any{"required": []string{"every_seconds"}}}},
+	"LimitSpec": {"anyOf": []any{map[string]any{"required": []string{"concurrency"}}, map[string]any{"required": []string{"rate"}}}},
 }
 
 // fieldHints add constraints and descriptions to properties, by
 // "Schema.property".
-var fieldHints = map[string]map[string]any{
+var fieldHints = withHints(limitHints(), map[string]map[string]any{
 	"JobSpec.queue":           {"pattern": "^[a-z0-9_-]{1,64}$", "default": job.DefaultQueue},
 	"JobSpec.type":            {"pattern": "^[A-Za-z0-9_.:-]{1,128}$", "description": "The handler that runs the job."},
 	"JobSpec.payload":         {"description": "Any JSON value, handed to the handler."},
@@ -147,6 +165,41 @@ var fieldHints = map[string]map[string]any{
 	"Schedule.next_run_at":   {"type": []string{"string", "null"}, "description": "Read-only; null while disabled."},
 	"Schedule.last_run_at":   {"type": []string{"string", "null"}, "description": "Read-only: the fire time of the last submitted job."},
 	"Schedule.upcoming":      {"maxItems": schedule.UpcomingCount, "description": "Read-only: the next five fire times, from next_run_at; empty while disabled."},
+})
+
+// limitHints are the hints of a limit as written (LimitSpec) and as read
+// (Limit): the same fields.
+func limitHints() map[string]map[string]any {
+	limit := map[string]map[string]any{
+		"name":        {"pattern": "^[A-Za-z0-9_.-]{1,64}$"},
+		"types":       {"maxItems": queue.MaxLimitTypes, "items": map[string]any{"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,128}$"}, "description": "The job types it covers; every type of the queue when left out."},
+		"key":         {"pattern": "^[A-Za-z0-9_-]{1,64}$", "description": "A top-level payload field: each of its values gets a limit of its own."},
+		"concurrency": {"minimum": 0, "maximum": queue.MaxLimitConcurrency, "description": "Jobs running at once; 0 or left out: no concurrency limit. At least one of concurrency and rate."},
+		"rate":        {"description": "Starts per period. At least one of concurrency and rate."},
+		"active":      {"minimum": 0, "description": "The running jobs that hold a concurrency slot of it."},
+		"throttled":   {"minimum": 0, "description": "The queued jobs it holds back."},
+	}
+	out := map[string]map[string]any{
+		"Rate.limit":          {"minimum": 1, "maximum": queue.MaxRateLimit},
+		"Rate.period_seconds": {"minimum": 1, "maximum": queue.MaxRatePeriod},
+	}
+	for prop, h := range limit {
+		out["Limit."+prop] = h
+		out["LimitSpec."+prop] = h
+	}
+	out["LimitSpec.name"] = mergeHints(limit["name"], map[string]any{"description": "May be left out; when present it must equal the path's."})
+	readOnly := map[string]any{"description": "Read-only: ignored, so that a limit read can be written back."}
+	out["LimitSpec.active"] = mergeHints(limit["active"], readOnly)
+	out["LimitSpec.throttled"] = mergeHints(limit["throttled"], readOnly)
+	return out
+}
+
+// withHints returns hints with more added.
+func withHints(hints, more map[string]map[string]any) map[string]map[string]any {
+	for k, v := range more {
+		hints[k] = v
+	}
+	return hints
 }
 
 // errorResponses are the shared error responses, by status.
@@ -220,13 +273,41 @@ func (g *schemaGen) schema(t reflect.Type, name string) map[string]any {
 func (g *schemaGen) object(t reflect.Type, name string) map[string]any {
 	props := map[string]any{}
 	required := []string{}
+	g.fields(t, name, props, &required)
+	if r, ok := requestRequired[name]; ok {
+		required = r
+	}
+	out := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	if len(required) > 0 {
+		out["required"] = required
+	}
+	for k, v := range objectRules[name] {
+		out[k] = v
+	}
+	return out
+}
+
+// fields adds the properties of struct t to props as encoding/json writes
+// them: the fields of an embedded struct without a JSON name are the
+// outer object's own (queue.LimitStatus is a queue.Limit's fields plus
+// two), and an outer field wins over an embedded one of the same name.
+func (g *schemaGen) fields(t reflect.Type, name string, props map[string]any, required *[]string) {
+	var embedded []reflect.Type
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
+		prop, opts, _ := strings.Cut(tag, ",")
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if f.Anonymous && prop == "" && ft.Kind() == reflect.Struct {
+			embedded = append(embedded, ft)
+			continue
+		}
 		if !f.IsExported() || tag == "-" {
 			continue
 		}
-		prop, opts, _ := strings.Cut(tag, ",")
 		if prop == "" {
 			prop = f.Name
 		}
@@ -236,17 +317,21 @@ func (g *schemaGen) object(t reflect.Type, name string) map[string]any {
 		}
 		props[prop] = s
 		if !strings.Contains(opts, "omitempty") {
-			required = append(required, prop)
+			*required = append(*required, prop)
 		}
 	}
-	if r, ok := requestRequired[name]; ok {
-		required = r
+	for _, et := range embedded {
+		inner, innerRequired := map[string]any{}, []string{}
+		g.fields(et, name, inner, &innerRequired)
+		for prop, s := range inner {
+			if _, ok := props[prop]; !ok {
+				props[prop] = s
+				if slices.Contains(innerRequired, prop) {
+					*required = append(*required, prop)
+				}
+			}
+		}
 	}
-	out := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
-	if len(required) > 0 {
-		out["required"] = required
-	}
-	return out
 }
 
 // mergeHints adds hints to a property schema; a $ref is wrapped in allOf
@@ -287,6 +372,7 @@ var pathParams = map[string]map[string]any{
 	"q":  {"description": "A queue name.", "schema": queueSchema},
 
 	"schedule_id": {"description": "A schedule id.", "schema": scheduleIDSchema},
+	"name":        {"description": "A limit's name.", "schema": map[string]any{"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"}},
 }
 
 // buildOpenAPI generates the OpenAPI 3.1 document of routes.
@@ -322,6 +408,10 @@ func buildOpenAPI(routes []route) ([]byte, error) {
 		var params []any
 		for _, seg := range strings.Split(r.Path, "/") {
 			if name, ok := strings.CutPrefix(seg, ":"); ok {
+				if pathParams[name]["schema"] == nil {
+					// OpenAPI requires a schema (or content) for every parameter.
+					return nil, fmt.Errorf("openapi: path parameter %q of %s has no schema in pathParams", name, r.Path)
+				}
 				p := map[string]any{"name": name, "in": "path", "required": true}
 				for k, v := range pathParams[name] {
 					p[k] = v

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -115,5 +116,48 @@ func TestOpenAPIServed(t *testing.T) {
 	}
 	if req := doc.Components.Schemas["JobSpec"].Required; len(req) != 1 || req[0] != "type" {
 		t.Errorf("JobSpec required %v", req)
+	}
+}
+
+// OpenAPI requires a schema for every parameter: a path parameter that
+// pathParams does not describe stops the document's generation instead of
+// leaving it invalid (as the limits' {name} once did).
+func TestPathParametersNeedSchemas(t *testing.T) {
+	t.Parallel()
+	routes := []route{{Method: http.MethodGet, Path: "/v1/things/:thing", Doc: operation{ID: "getThing", Tag: "things", Status: http.StatusOK}}}
+	if _, err := buildOpenAPI(routes); err == nil || !strings.Contains(err.Error(), `"thing"`) {
+		t.Fatalf("buildOpenAPI with an undescribed path parameter: %v, want an error naming it", err)
+	}
+}
+
+// A struct embedded without a JSON name is written by encoding/json as its
+// fields, and the document says so: a limit's fields are the object's own,
+// not a "Limit" member.
+func TestEmbeddedFieldsAreInlined(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+				Required   []string                   `json:"required"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(openAPIDoc, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"Limit", "LimitSpec"} {
+		s := doc.Components.Schemas[name]
+		for _, p := range []string{"name", "types", "key", "concurrency", "rate", "active", "throttled"} {
+			if _, ok := s.Properties[p]; !ok {
+				t.Errorf("schema %s has no property %s", name, p)
+			}
+		}
+		if _, ok := s.Properties["Limit"]; ok {
+			t.Errorf("schema %s wraps its fields in a Limit property", name)
+		}
+	}
+	if got := doc.Components.Schemas["Limit"].Required; !slices.Equal(got, []string{"active", "throttled", "name"}) {
+		t.Errorf("Limit requires %v", got)
 	}
 }
