@@ -161,6 +161,21 @@ func (p *Proc) Signal(sig syscall.Signal, timeout time.Duration) bool {
 	}
 }
 
+// Pause freezes the process with SIGSTOP, as a stop-the-world pause or a
+// VM migration would, until Resume; Kill ends a paused process too.
+func (p *Proc) Pause() { p.send(syscall.SIGSTOP) }
+
+// Resume lets a paused process run again (SIGCONT).
+func (p *Proc) Resume() { p.send(syscall.SIGCONT) }
+
+func (p *Proc) send(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
+
 // Restart starts the process again with the same environment; the
 // previous run must have exited.
 func (p *Proc) Restart(t testing.TB) {

@@ -2,9 +2,12 @@
 // pollers with the history writer, two workers) on loopback, under steady
 // load of every kind of job, while faults are injected at random: kill -9
 // and restart of workers, pollers, APIs and Redis (AOF, fsync always),
-// SIGTERM of workers with jobs in flight, MongoDB stopped for a while. At
-// the end every acknowledged job is accounted for, in Redis and in the
-// history.
+// SIGTERM of workers with jobs in flight, a worker, poller or API cut off
+// from Redis (a proxy stalls its connections) or frozen (SIGSTOP) for
+// longer than a lease, MongoDB stopped for a while. At the end every
+// acknowledged job is accounted for, in Redis and in the history, and no
+// two runs of one job overlapped in time at the sink (sink_test.go), which
+// records runs outside Redis.
 //
 //	go test ./internal/soak -run TestSoak -v                                   # CI: 45 s
 //	SUNDIAL_SOAK_DURATION=10m SUNDIAL_SOAK_SEED=7 go test ./internal/soak -run TestSoak -v -timeout 30m
@@ -28,6 +31,7 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/internal/mongotest"
+	"github.com/sundialhq/sundial/internal/netfault"
 	"github.com/sundialhq/sundial/internal/proctest"
 	"github.com/sundialhq/sundial/pkg/history"
 	"github.com/sundialhq/sundial/pkg/job"
@@ -75,6 +79,12 @@ var kinds = []kind{
 	{"cancelled", job.Cancelled, func(r *rand.Rand) []map[string]any {
 		return []map[string]any{{"type": "sundial.echo", "delay_seconds": 3600}}
 	}},
+	{"fenced", job.Succeeded, func(r *rand.Rand) []map[string]any {
+		// A run recorded by the sink, outside Redis (sink_test.go).
+		return []map[string]any{{"type": "sundial.http", "max_attempts": 25,
+			"payload": map[string]any{"method": "POST", "url": fmt.Sprintf("%s/run?ms=%d", sinkURL, 20+r.IntN(130))},
+			"backoff": map[string]any{"base_seconds": 0.05, "max_seconds": 0.5}}}
+	}},
 	{"chain", job.Succeeded, func(r *rand.Rand) []map[string]any {
 		return []map[string]any{
 			{"type": "sundial.echo", "max_attempts": 25},
@@ -83,6 +93,9 @@ var kinds = []kind{
 		}
 	}},
 }
+
+// sinkURL is the sink's address (startSink), which the fenced jobs call.
+var sinkURL string
 
 // settings are the soak's knobs, from the environment.
 type settings struct {
@@ -126,6 +139,8 @@ type stack struct {
 	workers       []*proctest.Proc
 	pollers       []*proctest.Proc
 	db            string // the history's MongoDB database
+	// proxies stand between each process and Redis, for partitions.
+	proxies map[*proctest.Proc]*netfault.Proxy
 }
 
 func startStack(t *testing.T) *stack {
@@ -134,6 +149,8 @@ func startStack(t *testing.T) *stack {
 		mongo: mongotest.NewServer(t),
 		API:   &proctest.API{HTTP: &http.Client{Timeout: 5 * time.Second}},
 		db:    mongotest.DBName(t),
+
+		proxies: map[*proctest.Proc]*netfault.Proxy{},
 	}
 	common := []string{
 		"SUNDIAL_REDIS_URL=" + s.redis.URL(),
@@ -148,14 +165,23 @@ func startStack(t *testing.T) *stack {
 		"SUNDIAL_RATE_LIMIT=0",
 		"SUNDIAL_QUEUES=" + soakQueue + "," + schedQueue,
 		"SUNDIAL_CONCURRENCY=20",
+		"SUNDIAL_HTTP_JOB_ALLOW=127.0.0.1", // the sink
 	}
-	env := func(extra ...string) []string { return append(slices.Clone(common), extra...) }
+	// Each process reaches Redis through a proxy of its own.
+	start := func(bin string, extra ...string) *proctest.Proc {
+		px := netfault.Start(t, s.redis.Addr())
+		env := append(slices.Clone(common), extra...)
+		env = append(env, "SUNDIAL_REDIS_URL=redis://"+px.Addr()+"/0")
+		p := proctest.Start(t, proctest.Binary(t, bin), env...)
+		s.proxies[p] = px
+		return p
+	}
 	for i := 0; i < 2; i++ {
 		addr := proctest.FreeAddr(t)
-		s.apis = append(s.apis, proctest.Start(t, proctest.Binary(t, "api"), env("SUNDIAL_HTTP_ADDR="+addr)...))
+		s.apis = append(s.apis, start("api", "SUNDIAL_HTTP_ADDR="+addr))
 		s.URLs = append(s.URLs, "http://"+addr)
-		s.pollers = append(s.pollers, proctest.Start(t, proctest.Binary(t, "poller"), env()...))
-		s.workers = append(s.workers, proctest.Start(t, proctest.Binary(t, "worker"), env(fmt.Sprintf("SUNDIAL_WORKER_ID=soak-worker-%d", i))...))
+		s.pollers = append(s.pollers, start("poller"))
+		s.workers = append(s.workers, start("worker", fmt.Sprintf("SUNDIAL_WORKER_ID=soak-worker-%d", i)))
 	}
 	for _, u := range s.URLs {
 		queuetest.Eventually(t, 30*time.Second, "the API at "+u, func() bool { return proctest.Ready(s.HTTP, u) })
@@ -285,11 +311,44 @@ var faults = []fault{
 		pause(r, 100*time.Millisecond, time.Second)
 		s.redis.Restart()
 	}},
+	// A process cut off from Redis while it lives on: its connections
+	// stall, longer than a lease, then heal.
+	{"worker partition", 2, func(t *testing.T, s *stack, r *rand.Rand) {
+		s.partition(s.workers[r.IntN(len(s.workers))], r)
+	}},
+	{"poller partition", 1, func(t *testing.T, s *stack, r *rand.Rand) {
+		s.partition(s.pollers[r.IntN(len(s.pollers))], r)
+	}},
+	{"api partition", 1, func(t *testing.T, s *stack, r *rand.Rand) {
+		s.partition(s.apis[r.IntN(len(s.apis))], r)
+	}},
+	// A process frozen for longer than a lease (SIGSTOP, then SIGCONT).
+	{"worker SIGSTOP", 2, func(t *testing.T, s *stack, r *rand.Rand) {
+		freeze(s.workers[r.IntN(len(s.workers))], r)
+	}},
+	{"poller SIGSTOP", 1, func(t *testing.T, s *stack, r *rand.Rand) {
+		freeze(s.pollers[r.IntN(len(s.pollers))], r)
+	}},
 	{"mongodb down", 1, func(t *testing.T, s *stack, r *rand.Rand) {
 		s.mongo.Kill()
 		pause(r, time.Second, 5*time.Second)
 		s.mongo.Start()
 	}},
+}
+
+// partition stalls p's connections to Redis for 1.5–4 lease TTLs.
+func (s *stack) partition(p *proctest.Proc, r *rand.Rand) {
+	px := s.proxies[p]
+	px.Stall()
+	pause(r, 1500*time.Millisecond, 4*time.Second)
+	px.Heal()
+}
+
+// freeze stops p for 1.5–4 lease TTLs.
+func freeze(p *proctest.Proc, r *rand.Rand) {
+	p.Pause()
+	pause(r, 1500*time.Millisecond, 4*time.Second)
+	p.Resume()
 }
 
 // probe submits an echo job and returns how long it took to succeed: the
@@ -324,6 +383,8 @@ func TestSoak(t *testing.T) {
 			t.Logf("soak FAILED with seed %d: replay with SUNDIAL_SOAK_SEED=%d SUNDIAL_SOAK_DURATION=%v", cfg.seed, cfg.seed, cfg.duration)
 		}
 	})
+	sk := startSink(t)
+	sinkURL = sk.url
 	s := startStack(t)
 	l := &ledger{}
 
@@ -428,10 +489,14 @@ func TestSoak(t *testing.T) {
 	rep := account(t, s, l)
 	rep.faults, rep.recovery = counts, recovery
 	rep.mostHeld = mostHeld.Load()
+	rep.overlapping, rep.sinkRuns, rep.fencedOff = sk.overlaps(t)
 	rep.print(t, cfg)
-	if rep.lost > 0 || rep.wrong > 0 || rep.badHistory > 0 || rep.unrecordedDup > 0 || rep.ranAfterSuccess > 0 {
-		t.Fatalf("the soak found %d lost, %d in a wrong final state, %d with a broken history, %d unrecorded duplicate runs, %d runs after success",
-			rep.lost, rep.wrong, rep.badHistory, rep.unrecordedDup, rep.ranAfterSuccess)
+	if rep.lost > 0 || rep.wrong > 0 || rep.badHistory > 0 || rep.unrecordedDup > 0 || rep.ranAfterSuccess > 0 || rep.overlapping > 0 {
+		t.Fatalf("the soak found %d lost, %d in a wrong final state, %d with a broken history, %d unrecorded duplicate runs, %d runs after success, %d overlapping runs",
+			rep.lost, rep.wrong, rep.badHistory, rep.unrecordedDup, rep.ranAfterSuccess, rep.overlapping)
+	}
+	if rep.jobs["fenced"] > 0 && rep.sinkRuns == 0 {
+		t.Errorf("the sink recorded no run of %d fenced jobs", rep.jobs["fenced"])
 	}
 }
 
@@ -448,6 +513,9 @@ type report struct {
 	faults          map[string]int
 	recovery        map[string][]time.Duration
 	mostHeld        int64 // the most jobs the limits held back at once
+	overlapping     int   // pairs of one job's runs at the sink that overlap in time
+	sinkRuns        int   // runs the sink committed
+	fencedOff       int   // stale attempts the sink refused by their fencing token
 }
 
 // account waits for every job to reach a final state and for the history
@@ -700,6 +768,7 @@ func (rep *report) print(t *testing.T, cfg settings) {
 	fmt.Fprintf(&b, "| runs again after a recorded lease expiry | %d |\n| attempts given back at shutdown | %d |\n", rep.dupAfterLease, rep.released)
 	fmt.Fprintf(&b, "| runs with no recorded cause | %d |\n| runs after success | %d |\n", rep.unrecordedDup, rep.ranAfterSuccess)
 	fmt.Fprintf(&b, "| most jobs held back by limits at once | %d |\n", rep.mostHeld)
+	fmt.Fprintf(&b, "| runs committed at the sink | %d |\n| stale attempts the sink refused by token | %d |\n| **overlapping runs** | %d |\n", rep.sinkRuns, rep.fencedOff, rep.overlapping)
 	t.Log(b.String())
 	if p := os.Getenv("SUNDIAL_SOAK_REPORT"); p != "" {
 		_ = os.WriteFile(p, []byte(b.String()), 0o644)

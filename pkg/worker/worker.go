@@ -411,16 +411,41 @@ func (w *Worker) claim(ctx, jobsCtx context.Context, free int, wg *sync.WaitGrou
 // at once instead.
 func (w *Worker) waitAndClaim(ctx, jobsCtx context.Context, free int, wg *sync.WaitGroup) (int, error) {
 	name := w.names[0]
-	sent := time.Now() // the claim goes after the wait: its lease lasts longer
+	sent := time.Now()
 	leases, err := w.q.WaitAndClaim(ctx, name, free, w.cfg.ID, w.cfg.IdleWait)
 	if len(leases) > 0 && ctx.Err() != nil {
 		w.release(context.WithoutCancel(ctx), map[string][]queue.Lease{name: leases})
 		return 0, nil
 	}
+	if len(leases) > 0 && time.Since(sent) > w.leaseMargin() {
+		// The claim ran when the wait ended, at some moment after it was
+		// sent: the send time bounds its lease from below, by as much as
+		// the wait lasted. A renewal now gives a bound from now.
+		leases = w.renewClaimed(ctx, name, leases, &sent)
+	}
 	for _, l := range leases {
 		w.start(jobsCtx, name, l, sent, wg)
 	}
 	return len(leases), err
+}
+
+// renewClaimed renews leases just claimed and, when Redis answered, moves
+// *sent to the renewal's send time; it returns the leases still held (a
+// lease lost already is not started).
+func (w *Worker) renewClaimed(ctx context.Context, name string, leases []queue.Lease, sent *time.Time) []queue.Lease {
+	at := time.Now()
+	held, err := w.q.Extend(context.WithoutCancel(ctx), name, leases)
+	if err != nil {
+		return leases // the lease guard stops them if no renewal gets through
+	}
+	*sent = at
+	kept := leases[:0]
+	for i, l := range leases {
+		if held[i] {
+			kept = append(kept, l)
+		}
+	}
+	return kept
 }
 
 // order returns the queues in the order to try them this round.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -185,6 +186,18 @@ func (h *HTTP) Work(ctx context.Context, j *job.Job) (any, error) {
 	}
 	for k, v := range p.Headers {
 		req.Header.Set(k, v)
+	}
+	// Who sends it, so that the receiver can tell attempts apart and refuse
+	// a stale one: the job, the attempt and its lease's fencing token.
+	req.Header.Set("Sundial-Job-Id", j.ID)
+	req.Header.Set("Sundial-Attempt", strconv.Itoa(j.Attempt))
+	if l, ok := worker.LeaseOf(ctx); ok {
+		req.Header.Set("Sundial-Fencing-Token", l.Token)
+		if !l.Held(time.Now()) {
+			// The worker no longer trusts the lease (a pause, Redis
+			// unreachable): another attempt may run; send nothing.
+			return nil, worker.ErrLeaseLost
+		}
 	}
 	resp, err := h.httpClient().Do(req)
 	if err != nil {

@@ -1,0 +1,144 @@
+package soak
+
+import (
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// sink is the downstream system of the soak's "fenced" jobs: sundial.http
+// jobs POST to it, and it records each attempt's run outside Redis — when it
+// started and ended, by the job's id and the attempt's fencing token
+// (headers Sundial-Job-Id and Sundial-Fencing-Token). It holds each request
+// for the ms its URL asks (a short piece of work), and it fences as a
+// store that takes the token would: a request whose token is older than one
+// already seen for the job is refused (409), and one still held when a
+// newer token arrives is aborted (409). Committed runs are the ones it
+// answered 200; no two of one job may overlap in time.
+type sink struct {
+	srv *http.Server
+	url string
+
+	mu      sync.Mutex
+	newest  map[string]int64 // job → the highest fence seen
+	runs    map[string][]run // job → its committed runs
+	fenced  int              // requests refused or aborted for a newer token
+	aborted map[string]chan struct{}
+}
+
+type run struct {
+	fence      int64
+	start, end time.Time
+}
+
+func startSink(t *testing.T) *sink {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{url: "http://" + ln.Addr().String(), newest: map[string]int64{}, runs: map[string][]run{}, aborted: map[string]chan struct{}{}}
+	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = s.srv.Serve(ln) }()
+	t.Cleanup(func() { _ = s.srv.Close() })
+	return s
+}
+
+// fenceOf reads the fence of a token "<fence>-<tag>".
+func fenceOf(token string) (int64, bool) {
+	f, _, ok := strings.Cut(token, "-")
+	n, err := strconv.ParseInt(f, 10, 64)
+	return n, ok && err == nil
+}
+
+func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	id := r.Header.Get("Sundial-Job-Id")
+	fence, ok := fenceOf(r.Header.Get("Sundial-Fencing-Token"))
+	if id == "" || !ok {
+		http.Error(w, "no job id or fencing token", http.StatusBadRequest)
+		return
+	}
+	ms, _ := strconv.Atoi(r.URL.Query().Get("ms"))
+	key := id + "/" + strconv.FormatInt(fence, 10)
+	s.mu.Lock()
+	if fence < s.newest[id] {
+		s.fenced++
+		s.mu.Unlock()
+		http.Error(w, "stale fencing token", http.StatusConflict)
+		return
+	}
+	if fence > s.newest[id] {
+		// A newer attempt: abort any older one still held.
+		for k, ch := range s.aborted {
+			if strings.HasPrefix(k, id+"/") {
+				close(ch)
+				delete(s.aborted, k)
+			}
+		}
+		s.newest[id] = fence
+	}
+	abort := make(chan struct{})
+	s.aborted[key] = abort
+	s.mu.Unlock()
+
+	t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done(): // the attempt was stopped: nothing committed
+		s.forget(key, abort)
+		return
+	case <-abort:
+		s.mu.Lock()
+		s.fenced++
+		s.mu.Unlock()
+		http.Error(w, "a newer attempt took over", http.StatusConflict)
+		return
+	}
+	s.mu.Lock()
+	if s.newest[id] != fence {
+		s.fenced++
+		s.mu.Unlock()
+		http.Error(w, "a newer attempt took over", http.StatusConflict)
+		return
+	}
+	if s.aborted[key] == abort {
+		delete(s.aborted, key)
+	}
+	s.runs[id] = append(s.runs[id], run{fence: fence, start: start, end: time.Now()})
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *sink) forget(key string, abort chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.aborted[key] == abort {
+		delete(s.aborted, key)
+	}
+}
+
+// overlaps counts, over every job, the pairs of committed runs that
+// overlap in time, and reports each to t.
+func (s *sink) overlaps(t *testing.T) (n, committed, fenced int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, rs := range s.runs {
+		rs = slices.Clone(rs)
+		slices.SortFunc(rs, func(a, b run) int { return a.start.Compare(b.start) })
+		committed += len(rs)
+		for i := range rs {
+			for j := i + 1; j < len(rs) && rs[j].start.Before(rs[i].end); j++ {
+				n++
+				t.Errorf("job %s: runs under fences %d and %d overlap (%v–%v and %v–%v)", id, rs[i].fence, rs[j].fence,
+					rs[i].start.Format(time.StampMicro), rs[i].end.Format(time.StampMicro), rs[j].start.Format(time.StampMicro), rs[j].end.Format(time.StampMicro))
+			}
+		}
+	}
+	return n, committed, s.fenced
+}
