@@ -238,3 +238,41 @@ func TestWorkerSIGTERMGivesLeasesBack(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerExitsWithinItsShutdownTimeout: with SUNDIAL_SHUTDOWN_TIMEOUT=2s
+// and a 30 s job running, a worker exits within 2 s (+300 ms) of SIGTERM,
+// the promise the Helm chart's terminationGracePeriodSeconds is computed
+// from (issue 33, item 2: it exited after 2.8 s, the deadline counted from
+// when its claim loop noticed, up to a wait for work later).
+func TestWorkerExitsWithinItsShutdownTimeout(t *testing.T) {
+	t.Parallel()
+	srv := queuetest.Start(t)
+	q := queue.New(srv.Client(), queue.Options{})
+	w := startProc(t, binary(t, "worker"), serviceEnv(srv, "SUNDIAL_SHUTDOWN_TIMEOUT=2s", "SUNDIAL_CONCURRENCY=4")...)
+	j := submit(t, q, []job.Spec{{Type: "sundial.sleep", Payload: json.RawMessage(`{"ms":30000}`), TimeoutSeconds: ptr(60)}})[0]
+	queuetest.Eventually(t, 20*time.Second, "the job active", func() bool {
+		got, err := q.Get(context.Background(), j.ID)
+		return err == nil && got.State == job.Active
+	})
+	for range 3 { // SIGTERM at a few moments of the idle slots' waits
+		start := time.Now()
+		if !w.Signal(syscall.SIGTERM, 10*time.Second) {
+			t.Fatal("worker did not exit within 10 s of SIGTERM")
+		}
+		if d := time.Since(start); d > 2300*time.Millisecond {
+			t.Fatalf("worker exited %v after SIGTERM; want within the 2 s shutdown timeout + 300 ms", d)
+		}
+		if code := w.ExitCode(); code != 0 {
+			t.Fatalf("exit code %d", code)
+		}
+		got, err := q.Get(context.Background(), j.ID)
+		if err != nil || got.State != job.Queued {
+			t.Fatalf("job after SIGTERM = %+v, %v; want given back", got, err)
+		}
+		w.Restart(t)
+		queuetest.Eventually(t, 20*time.Second, "the job active again", func() bool {
+			got, err := q.Get(context.Background(), j.ID)
+			return err == nil && got.State == job.Active
+		})
+	}
+}

@@ -18,8 +18,9 @@ import (
 // for the ms its URL asks (a short piece of work), and it fences as a
 // store that takes the token would: a request whose token is older than one
 // already seen for the job is refused (409), and one still held when a
-// newer token arrives is aborted (409). Committed runs are the ones it
-// answered 200; no two of one job may overlap in time.
+// newer token arrives is aborted (409). Runs are the requests it answered
+// 200 (committed) and those whose worker hung up half-way (stopped): no two
+// of one job may overlap in time.
 type sink struct {
 	srv *http.Server
 	url string
@@ -34,6 +35,7 @@ type sink struct {
 type run struct {
 	fence      int64
 	start, end time.Time
+	stopped    bool // its worker hung up before the answer: not committed
 }
 
 func startSink(t *testing.T) *sink {
@@ -90,8 +92,12 @@ func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case <-r.Context().Done(): // the attempt was stopped: nothing committed
+	case <-r.Context().Done():
+		// The attempt was stopped half-way: it ran until now all the same.
 		s.forget(key, abort)
+		s.mu.Lock()
+		s.runs[id] = append(s.runs[id], run{fence: fence, start: start, end: time.Now(), stopped: true})
+		s.mu.Unlock()
 		return
 	case <-abort:
 		s.mu.Lock()
@@ -123,7 +129,7 @@ func (s *sink) forget(key string, abort chan struct{}) {
 	}
 }
 
-// overlaps counts, over every job, the pairs of committed runs that
+// overlaps counts, over every job, the pairs of runs that
 // overlap in time, and reports each to t.
 func (s *sink) overlaps(t *testing.T) (n, committed, fenced int) {
 	s.mu.Lock()
@@ -131,7 +137,11 @@ func (s *sink) overlaps(t *testing.T) (n, committed, fenced int) {
 	for id, rs := range s.runs {
 		rs = slices.Clone(rs)
 		slices.SortFunc(rs, func(a, b run) int { return a.start.Compare(b.start) })
-		committed += len(rs)
+		for _, r := range rs {
+			if !r.stopped {
+				committed++
+			}
+		}
 		for i := range rs {
 			for j := i + 1; j < len(rs) && rs[j].start.Before(rs[i].end); j++ {
 				n++
