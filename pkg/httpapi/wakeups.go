@@ -24,6 +24,11 @@ import (
 // takes only some job types, a signal wakes every waiter of that queue:
 // a waiter of the wrong types would spend it. Waiters also claim at least
 // every registryBeat, which bounds what a lost wake-up could cost.
+//
+// A blocked watcher holds a pooled Redis connection, so at most MaxWatchers
+// queues are watched at once, whatever clients ask (one claim may name 32
+// queues): the waiters of the other queues are woken every PollInterval
+// instead, to claim, until a watcher is free for their queue.
 type wakeups struct {
 	q   *queue.Client
 	log *slog.Logger
@@ -32,13 +37,25 @@ type wakeups struct {
 	ctx     context.Context // set by start; watchers stop when it ends
 	closing chan struct{}   // closed at shutdown: waiters return at once
 	rooms   map[string]*room
+	// watchers is how many queues have a watcher; polling, whether the
+	// goroutine that wakes the waiters of unwatched queues runs.
+	watchers int
+	polling  bool
 }
+
+// MaxWatchers bounds how many queues one API process watches with a
+// blocked Redis connection each for its long-polling claims.
+const MaxWatchers = 8
+
+// PollInterval is how often the waiters of a queue beyond MaxWatchers are
+// woken to claim.
+const PollInterval = 250 * time.Millisecond
 
 // room is the waiters of one queue.
 type room struct {
 	subs     map[chan struct{}]bool // waiter → it takes only some job types
 	typed    int                    // waiters that take only some job types
-	watching bool
+	watching bool                   // a watcher blocks on the queue's signals
 }
 
 // wakeOne hands a wake-up to one waiter of r that holds none yet (map
@@ -101,10 +118,7 @@ func (w *wakeups) subscribe(queues []string, typed bool) (ch chan struct{}, leav
 		if typed {
 			r.typed++
 		}
-		if !r.watching && w.ctx != nil {
-			r.watching = true
-			go w.watch(w.ctx, q)
-		}
+		w.cover(q, r)
 	}
 	return ch, func(more bool) {
 		w.mu.Lock()
@@ -132,6 +146,66 @@ func (w *wakeups) subscribe(queues []string, typed bool) (ch chan struct{}, leav
 	}
 }
 
+// cover gives queue q (room r) a watcher while fewer than MaxWatchers
+// run, or else has the poller wake its waiters. Called with w.mu held.
+func (w *wakeups) cover(q string, r *room) {
+	if r.watching || w.ctx == nil {
+		return
+	}
+	if w.watchers < MaxWatchers {
+		r.watching = true
+		w.watchers++
+		go w.watch(w.ctx, q)
+		return
+	}
+	if !w.polling {
+		w.polling = true
+		go w.poll(w.ctx)
+	}
+}
+
+// poll wakes the waiters of every queue without a watcher each
+// PollInterval, and hands a freed watcher to such a queue, until there is
+// none.
+func (w *wakeups) poll(ctx context.Context) {
+	t := time.NewTicker(PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		w.mu.Lock()
+		unwatched := 0
+		for q, r := range w.rooms {
+			if r.watching {
+				continue
+			}
+			if len(r.subs) == 0 {
+				delete(w.rooms, q) // its waiters left
+				continue
+			}
+			if w.watchers < MaxWatchers && ctx.Err() == nil {
+				w.cover(q, r)
+				continue
+			}
+			unwatched++
+			for ch := range r.subs {
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			}
+		}
+		if unwatched == 0 || ctx.Err() != nil {
+			w.polling = false
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
+	}
+}
+
 // watch waits on queue's signal list while the queue has waiters.
 func (w *wakeups) watch(ctx context.Context, name string) {
 	backoff := 10 * time.Millisecond
@@ -140,6 +214,7 @@ func (w *wakeups) watch(ctx context.Context, name string) {
 		r := w.rooms[name]
 		if len(r.subs) == 0 || ctx.Err() != nil {
 			r.watching = false
+			w.watchers--
 			delete(w.rooms, name)
 			w.mu.Unlock()
 			return

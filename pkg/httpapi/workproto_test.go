@@ -1,12 +1,16 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 )
 
 func (a *testAPI) claimJobs(t *testing.T, path string, body map[string]any, hdr ...string) []claimedJob {
@@ -228,5 +232,65 @@ func TestHTTPWorkerClaimsInPriorityOrder(t *testing.T) {
 	}
 	if order[0] != high.ID || order[1] != normal.ID || order[2] != low.ID {
 		t.Fatalf("claimed %v, want high, normal, low", order)
+	}
+}
+
+// Long polls over many idle queues hold at most MaxWatchers Redis
+// connections in all, whatever clients ask (issue 32, finding 7: one
+// blocked connection per queue starved the pool); a queue beyond them is
+// polled, so its waiter still gets a job submitted to it.
+func TestLongPollsHoldABoundedNumberOfConnections(t *testing.T) {
+	a := start(t)
+	const queues = 3 * MaxWatchers
+	names := make([]string, queues)
+	for i := range names {
+		names[i] = "idle-" + string(rune('a'+i))
+	}
+	done := make(chan []claimedJob, 1)
+	// One claim naming every queue, and one per queue.
+	go func() {
+		var out claimResult
+		a.do("POST", "/v1/claim", map[string]any{"worker_id": "all", "queues": names, "wait_seconds": 8}).decode(t, http.StatusOK, &out)
+	}()
+	for _, n := range names[:queues-1] {
+		go func() {
+			var out claimResult
+			a.do("POST", "/v1/queues/"+n+"/claim", map[string]any{"worker_id": "w-" + n, "wait_seconds": 8}).decode(t, http.StatusOK, &out)
+		}()
+	}
+	last := names[queues-1]
+	go func() {
+		done <- a.claimJobs(t, "/v1/queues/"+last+"/claim", map[string]any{"worker_id": "w-last", "types": []string{"x"}, "wait_seconds": 8})
+	}()
+	rdb := a.redis.Client()
+	blocked := func() int {
+		info := rdb.Info(context.Background(), "clients").Val()
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(line, "blocked_clients:"); ok {
+				n, _ := strconv.Atoi(strings.TrimSpace(v))
+				return n
+			}
+		}
+		return -1
+	}
+	queuetest.Eventually(t, 10*time.Second, "the watchers to block", func() bool { return blocked() == MaxWatchers })
+	for range 20 {
+		if n := blocked(); n > MaxWatchers {
+			t.Fatalf("%d blocked Redis connections for long polls; want at most %d", n, MaxWatchers)
+		}
+	}
+	// Submits go through meanwhile, and a polled queue's waiter gets its job.
+	start := time.Now()
+	j := a.submit(t, map[string]any{"queue": last, "type": "x"})
+	select {
+	case got := <-done:
+		if len(got) != 1 || got[0].Job.ID != j.ID {
+			t.Fatalf("the waiter of %s claimed %+v", last, got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the waiter of %s did not get the job submitted to it", last)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("submit and claim took %v", d)
 	}
 }
