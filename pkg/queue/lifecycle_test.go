@@ -824,3 +824,43 @@ func TestSubmittedEventsAreOneEntryPerCall(t *testing.T) {
 		t.Fatalf("the single submit's entry = %v", v)
 	}
 }
+
+// A dependency that ends dead cancels its dependents transitively, however
+// long the chain: the cascade works through a list (it recursed in Lua,
+// which overflowed a few hundred deep and left the rest waiting).
+func TestCancelCascadeOverALongChain(t *testing.T) {
+	e := newEnv(t)
+	const n = 10_000
+	root := e.submit(t, job.Spec{Type: "root"})[0]
+	prev := root.ID
+	var last string
+	for done := 1; done < n; {
+		size := min(500, n-done)
+		specs := make([]job.Spec, size)
+		for i := range specs {
+			dep := prev
+			if i > 0 {
+				dep = fmt.Sprintf("#%d", i-1)
+			}
+			specs[i] = job.Spec{Type: "link", DependsOn: []string{dep}}
+		}
+		js := e.submit(t, specs...)
+		prev = js[size-1].ID
+		last = prev
+		done += size
+	}
+	l := e.claim(t, "default", 1)
+	if len(l) != 1 || l[0].Job.ID != root.ID {
+		t.Fatalf("claim = %+v", l)
+	}
+	e.complete(t, "default", queue.Outcome{ID: root.ID, Token: l[0].Token, Kind: queue.OutcomeDead, Error: "x"})
+	got := e.get(t, last)
+	wantState(t, got, job.Cancelled)
+	c, err := e.q.Counts(e.ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Waiting != 0 {
+		t.Fatalf("%d jobs still waiting after the chain's root went dead", c.Waiting)
+	}
+}

@@ -726,33 +726,6 @@ local function release(id)
   return 1
 end
 
-local cancel_waiting
-
--- settle_dependents runs after job `id` reached a final state: on success
--- each dependent loses one pending dependency (and starts when none is
--- left); on dead or cancelled every dependent is cancelled, transitively.
--- Returns how many jobs became queued.
-local function settle_dependents(id, ok, why, flag)
-  if flag == nil then flag = redis.call('HGET', JOB .. id, 'has_dependents') end
-  if flag ~= '1' then return 0 end
-  local dkey = QK .. 'dependents:' .. id
-  local deps = redis.call('SMEMBERS', dkey)
-  redis.call('DEL', dkey)
-  local queued = 0
-  for _, d in ipairs(deps) do
-    local pkey = QK .. 'deps:' .. d
-    if ok then
-      redis.call('SREM', pkey, id)
-      if redis.call('SCARD', pkey) == 0 and redis.call('HGET', JOB .. d, 'state') == 'waiting' then
-        queued = queued + release(d)
-      end
-    else
-      cancel_waiting(d, why)
-    end
-  end
-  return queued
-end
-
 -- finish records a final state on a job hash and its place among finished jobs.
 local function finish(id, state, extra)
   redis.call('HSET', JOB .. id, 'state', state, 'finished_at', NOW_S, unpack(extra))
@@ -763,9 +736,11 @@ local function finish(id, state, extra)
   end
 end
 
-cancel_waiting = function(id, why)
+-- cancel_one cancels waiting job id for reason why, without its dependents;
+-- false when it was not waiting.
+local function cancel_one(id, why)
   local f = job_fields(id, TYPE_STATE_ATTEMPT)
-  if f[2] ~= 'waiting' then return end
+  if f[2] ~= 'waiting' then return false end
   redis.call('ZREM', K_WAIT, id)
   local pkey = QK .. 'deps:' .. id
   for _, p in ipairs(redis.call('SMEMBERS', pkey)) do
@@ -774,7 +749,64 @@ cancel_waiting = function(id, why)
   redis.call('DEL', pkey)
   finish(id, 'cancelled', {'last_error', why})
   emit(id, f[1], 'cancelled', 'cancelled', f[3], '', why)
-  settle_dependents(id, false, 'dependency ' .. id .. ' ended cancelled')
+  return true
+end
+
+-- cancel_tree cancels the dependents of the jobs in ended (whose
+-- dependents sets are taken from here), transitively, each with a reason
+-- naming the dependency that ended; ended[i]'s reason is whys[i]. It works
+-- through a list instead of recursing, so a chain of any length is
+-- cancelled whole (recursion overflowed Lua's C stack a few hundred deep
+-- and left the rest of the chain waiting).
+local function cancel_tree(ended, whys)
+  local i = 1
+  while ended[i] do
+    local id, why = ended[i], whys[i]
+    i = i + 1
+    local dkey = QK .. 'dependents:' .. id
+    local deps = redis.call('SMEMBERS', dkey)
+    redis.call('DEL', dkey)
+    for _, d in ipairs(deps) do
+      if cancel_one(d, why) then
+        local n = #ended + 1
+        ended[n] = d
+        whys[n] = 'dependency ' .. d .. ' ended cancelled'
+      end
+    end
+  end
+end
+
+-- settle_dependents runs after job `id` reached a final state: on success
+-- each dependent loses one pending dependency (and starts when none is
+-- left); on dead or cancelled every dependent is cancelled, transitively,
+-- with reason why. Returns how many jobs became queued.
+local function settle_dependents(id, ok, why, flag)
+  if flag == nil then flag = redis.call('HGET', JOB .. id, 'has_dependents') end
+  if flag ~= '1' then return 0 end
+  if not ok then
+    cancel_tree({id}, {why})
+    return 0
+  end
+  local dkey = QK .. 'dependents:' .. id
+  local deps = redis.call('SMEMBERS', dkey)
+  redis.call('DEL', dkey)
+  local queued = 0
+  for _, d in ipairs(deps) do
+    local pkey = QK .. 'deps:' .. d
+    redis.call('SREM', pkey, id)
+    if redis.call('SCARD', pkey) == 0 and redis.call('HGET', JOB .. d, 'state') == 'waiting' then
+      queued = queued + release(d)
+    end
+  end
+  return queued
+end
+
+-- cancel_waiting cancels waiting job id for reason why, and its dependents,
+-- transitively.
+local function cancel_waiting(id, why)
+  if cancel_one(id, why) then
+    cancel_tree({id}, {'dependency ' .. id .. ' ended cancelled'})
+  end
 end
 
 -- backoff_due returns when the retry after failed attempt `attempt` is due,
