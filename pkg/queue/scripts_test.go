@@ -153,7 +153,7 @@ func TestPruneRunsWhenRedisIsOutOfMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	mem, _ := strconv.Atoi(v)
-	if err := rdb.ConfigSet(ctx, "maxmemory", strconv.Itoa(mem-100_000)).Err(); err != nil {
+	if err := rdb.ConfigSet(ctx, "maxmemory", strconv.Itoa(mem-250_000)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	j, _ := (&job.Spec{Type: "t"}).Build(clk.t)
