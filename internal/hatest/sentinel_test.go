@@ -15,8 +15,9 @@ import (
 )
 
 // TestSentinelFailover: the binaries run on a Sentinel-managed Redis (one
-// master, two replicas, three sentinels, down-after 1000 ms) with
-// SUNDIAL_REDIS_WAIT_REPLICAS=1, under steady load. The master is killed
+// master, two replicas, three sentinels, down-after 1000 ms) with the
+// default SUNDIAL_REDIS_WAIT_REPLICAS (auto: one replica while the master
+// has one), under steady load. The master is killed
 // with SIGKILL and never comes back; Sentinel promotes a replica. Every job
 // the API acknowledged, before or after, succeeds; the same processes keep
 // serving (workers' blocking waits and cancel subscriptions, the poller's
@@ -27,7 +28,7 @@ func TestSentinelFailover(t *testing.T) {
 	mongoURI, db := mongotest.Start(t)
 	queues := []string{"ha-a", "ha-b"}
 	s := startStack(t, sn.URL(), queues, 2,
-		"SUNDIAL_REDIS_WAIT_REPLICAS=1", "SUNDIAL_REDIS_WAIT_TIMEOUT=500ms",
+		"SUNDIAL_REDIS_WAIT_TIMEOUT=500ms",
 		"SUNDIAL_MONGO_URI="+mongoURI, "SUNDIAL_MONGO_DB="+db)
 
 	l := &ledger{}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/egress"
+	"github.com/sundialhq/sundial/pkg/queue"
 )
 
 // QueueWeight is a queue a worker or poller serves, with its weight.
@@ -74,7 +75,13 @@ var Vars = []Var{
 		_, err := RedisOptions(v)
 		return err
 	}},
-	{"SUNDIAL_REDIS_WAIT_REPLICAS", "0", "submit: after writing a job, WAIT until this many Redis replicas have it before answering 201; fewer in time answers 503 and the client retries with its idempotency key (0 = answer once the master has it; see docs/operations.md)", false, intVar(0, 16, func(c *Config, n int) { c.RedisWaitReplicas = n })},
+	{"SUNDIAL_REDIS_WAIT_REPLICAS", "auto", "submit: after writing a job, WAIT until this many Redis replicas have it before answering 201; fewer in time answers 503 and the client retries with its idempotency key. auto = 1 whenever the queue's master has a connected replica, else 0; 0 = answer once the master has it (see docs/operations.md)", false, func(c *Config, v string) error {
+		if v == "auto" {
+			c.RedisWaitReplicas = queue.WaitReplicasAuto
+			return nil
+		}
+		return intVar(0, 16, func(c *Config, n int) { c.RedisWaitReplicas = n })(c, v)
+	}},
 	{"SUNDIAL_REDIS_WAIT_TIMEOUT", "1s", "submit: how long SUNDIAL_REDIS_WAIT_REPLICAS waits for the replicas", false, durVar(10*time.Millisecond, time.Minute, func(c *Config, d time.Duration) { c.RedisWaitTimeout = d })},
 	{"SUNDIAL_MONGO_URI", "mongodb://127.0.0.1:27017", "MongoDB connection string (history store)", true, func(c *Config, v string) error {
 		if !strings.HasPrefix(v, "mongodb://") && !strings.HasPrefix(v, "mongodb+srv://") {

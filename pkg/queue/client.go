@@ -37,6 +37,13 @@ func (e *ConflictError) Error() string {
 // Is makes errors.Is(err, ErrConflict) true.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
+// WaitReplicasAuto is Options.WaitReplicas' "one whenever there is one":
+// a submit waits for one replica while the queue's master reports a
+// connected replica (INFO replication, read at most once a second per
+// master), and for none otherwise — a master without replicas has none to
+// lose acknowledged jobs to in a failover.
+const WaitReplicasAuto = -1
+
 // Options tune a Client. The zero value is usable: New fills in defaults.
 type Options struct {
 	// LeaseTTL is how long a claim's lease lasts without renewal: the
@@ -59,8 +66,10 @@ type Options struct {
 	// WaitReplicas, when above 0, makes every submit wait (Redis WAIT, on
 	// the connection that wrote the jobs) until that many replicas of the
 	// queue's master acknowledge the write, up to WaitTimeout; fewer in
-	// time fail the submit with ErrNotReplicated. Default 0: a submit
-	// returns once the master has the jobs (see docs/operations.md).
+	// time fail the submit with ErrNotReplicated. WaitReplicasAuto waits
+	// for one while the queue's master has a connected replica. Default 0:
+	// a submit returns once the master has the jobs (see
+	// docs/operations.md); the binaries default to WaitReplicasAuto.
 	WaitReplicas int
 	// WaitTimeout bounds WaitReplicas' wait. Default 1 s.
 	WaitTimeout time.Duration
@@ -99,6 +108,9 @@ type Client struct {
 	// customClock: the caller set Options.Now or LeaseClock, so every
 	// script call carries the caller's clock (see WaitAndClaim).
 	customClock bool
+
+	replicaMu   sync.Mutex
+	replicaSeen map[string]replicaCount // master address → replicas to wait for
 
 	mu         sync.Mutex
 	keys       map[string]*queueKeys

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,18 +17,80 @@ import (
 // caller should retry with the same idempotency key.
 var ErrNotReplicated = errors.New("write not acknowledged by enough Redis replicas")
 
+// masterOf returns the client of the master of k's slot.
+func (c *Client) masterOf(ctx context.Context, k *queueKeys) (*redis.Client, error) {
+	switch r := c.rdb.(type) {
+	case *redis.Client: // one server, or Sentinel's failover client
+		return r, nil
+	case *redis.ClusterClient:
+		return r.MasterForKey(ctx, k.all[0])
+	}
+	return nil, fmt.Errorf("WaitReplicas needs a redis.Client or redis.ClusterClient, not %T", c.rdb)
+}
+
+// replicasToWait is how many replicas a submit to the queue of keys k
+// waits for (Options.WaitReplicas; for WaitReplicasAuto, 1 while the
+// master reports a connected replica).
+func (c *Client) replicasToWait(ctx context.Context, k *queueKeys) int {
+	if c.opts.WaitReplicas != WaitReplicasAuto {
+		return c.opts.WaitReplicas
+	}
+	node, err := c.masterOf(ctx, k)
+	if err != nil {
+		return 1 // the submit finds out
+	}
+	addr := node.Options().Addr
+	now := time.Now()
+	c.replicaMu.Lock()
+	seen, ok := c.replicaSeen[addr]
+	c.replicaMu.Unlock()
+	if ok && now.Sub(seen.at) < time.Second {
+		return seen.n
+	}
+	info, err := node.Info(ctx, "replication").Result()
+	n := 0
+	if err != nil {
+		n = 1 // unknown: wait, as if it had one
+	} else if v := infoField(info, "connected_slaves"); v != "" && v != "0" {
+		n = 1
+	}
+	c.replicaMu.Lock()
+	if c.replicaSeen == nil {
+		c.replicaSeen = map[string]replicaCount{}
+	}
+	c.replicaSeen[addr] = replicaCount{n: n, at: now}
+	c.replicaMu.Unlock()
+	return n
+}
+
+// replicaCount is what replicasToWait last read of a master.
+type replicaCount struct {
+	n  int
+	at time.Time
+}
+
+// infoField returns field's value in an INFO answer, or "".
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
 // runReplicated runs script s on a connection of its own to the master of
 // k's slot and then WAITs on that connection (WAIT counts the replicas that
 // have every write of its own connection) for Options.WaitReplicas replicas.
 // cmd is the call's command (Client.command), a submit of submitted jobs.
-func (c *Client) runReplicated(ctx context.Context, s *script, k *queueKeys, cmd []any, submitted int) ([]string, error) {
+func (c *Client) runReplicated(ctx context.Context, s *script, k *queueKeys, cmd []any, submitted, replicas int) ([]string, error) {
 	// A refused script wrote nothing: MOVED, ASK and TRYAGAIN (a shard
 	// failed over, a slot is moving) and a refused connection (a dead
 	// master still in the slot map) are retried on the slot's master, once
 	// the cluster client reloaded its map.
 	deadline := time.Now().Add(c.opts.WaitTimeout)
 	for attempt := 1; ; attempt++ {
-		res, err := c.runAndWait(ctx, s, k, cmd, submitted)
+		res, err := c.runAndWait(ctx, s, k, cmd, submitted, replicas)
 		cc, cluster := c.rdb.(*redis.ClusterClient)
 		if err == nil || !cluster || !(isRedirect(err) || errors.Is(err, syscall.ECONNREFUSED)) || time.Now().After(deadline) {
 			return res, err
@@ -43,19 +106,10 @@ func (c *Client) runReplicated(ctx context.Context, s *script, k *queueKeys, cmd
 	}
 }
 
-func (c *Client) runAndWait(ctx context.Context, s *script, k *queueKeys, cmd []any, submitted int) ([]string, error) {
-	var node *redis.Client
-	switch r := c.rdb.(type) {
-	case *redis.Client: // one server, or Sentinel's failover client
-		node = r
-	case *redis.ClusterClient:
-		m, err := r.MasterForKey(ctx, k.all[0])
-		if err != nil {
-			return nil, err
-		}
-		node = m
-	default:
-		return nil, fmt.Errorf("WaitReplicas needs a redis.Client or redis.ClusterClient, not %T", c.rdb)
+func (c *Client) runAndWait(ctx context.Context, s *script, k *queueKeys, cmd []any, submitted, replicas int) ([]string, error) {
+	node, err := c.masterOf(ctx, k)
+	if err != nil {
+		return nil, err
 	}
 	conn := node.Conn()
 	defer conn.Close()
@@ -76,12 +130,12 @@ func (c *Client) runAndWait(ctx context.Context, s *script, k *queueKeys, cmd []
 			return nil, err
 		}
 	}
-	acked, err := conn.Wait(ctx, c.opts.WaitReplicas, c.opts.WaitTimeout).Result()
+	acked, err := conn.Wait(ctx, replicas, c.opts.WaitTimeout).Result()
 	if err != nil {
 		return nil, fmt.Errorf("%w: WAIT: %v", ErrNotReplicated, err)
 	}
-	if int(acked) < c.opts.WaitReplicas {
-		return nil, fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, acked, c.opts.WaitReplicas, c.opts.WaitTimeout)
+	if int(acked) < replicas {
+		return nil, fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, acked, replicas, c.opts.WaitTimeout)
 	}
 	return res, nil
 }

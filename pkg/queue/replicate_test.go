@@ -109,3 +109,44 @@ func TestDuplicateSubmitWaitsForReplicasToo(t *testing.T) {
 		t.Fatalf("the retried submit with the replica back = %+v, %v; want the duplicate, confirmed", out, err)
 	}
 }
+
+// WaitReplicasAuto waits for one replica while the master has one, and for
+// none once it has none (a master without replicas loses nothing to a
+// failover); the binaries' default (issue 33, item 4).
+func TestWaitReplicasAuto(t *testing.T) {
+	t.Parallel()
+	master := queuetest.Start(t)
+	host, port, _ := net.SplitHostPort(master.Addr())
+	replica := queuetest.StartWith(t, "--replicaof", host, port)
+	ctx := context.Background()
+	rc := replica.Client()
+	queuetest.Eventually(t, 20*time.Second, "replica in sync", func() bool {
+		info, _ := rc.Info(ctx, "replication").Result()
+		return strings.Contains(info, "master_link_status:up")
+	})
+	q := queue.New(master.Client(), queue.Options{WaitReplicas: queue.WaitReplicasAuto, WaitTimeout: 300 * time.Millisecond})
+	name := queuetest.Name("auto")
+	submit := func() error {
+		j, err := (&job.Spec{Queue: name, Type: "t"}).Build(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = q.Submit(ctx, []*job.Job{j})
+		return err
+	}
+	for i := range 10 {
+		if err := submit(); err != nil {
+			t.Fatalf("submit with a replica: %v", err)
+		}
+		if n := rc.LLen(ctx, "sundial:{"+name+"}:normal").Val(); n != int64(i+1) {
+			t.Fatalf("after %d acknowledged submits the replica holds %d", i+1, n)
+		}
+	}
+	replica.Pause() // connected, acknowledging nothing: a submit is refused
+	if err := submit(); !errors.Is(err, queue.ErrNotReplicated) {
+		t.Fatalf("submit with a frozen replica = %v, want ErrNotReplicated", err)
+	}
+	replica.Resume()
+	replica.Kill() // gone: submits go through on the master alone
+	queuetest.Eventually(t, 10*time.Second, "a submit with no replica left", func() bool { return submit() == nil })
+}

@@ -211,8 +211,8 @@ func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*j
 	args := c.submitCommand(k, jobs, idx, dryRun, g, c.submitFormat(ctx))
 	var res []string
 	var err error
-	if c.opts.WaitReplicas > 0 && !dryRun {
-		res, err = c.runReplicated(ctx, c.scripts.submit, k, args, len(idx))
+	if n := c.replicasToWait(ctx, k); n > 0 && !dryRun {
+		res, err = c.runReplicated(ctx, c.scripts.submit, k, args, len(idx), n)
 	} else {
 		res, err = c.exec(ctx, c.rdb, c.scripts.submit, args).StringSlice()
 	}
