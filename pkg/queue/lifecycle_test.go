@@ -864,3 +864,38 @@ func TestCancelCascadeOverALongChain(t *testing.T) {
 		t.Fatalf("%d jobs still waiting after the chain's root went dead", c.Waiting)
 	}
 }
+
+// Recorded times never contradict the order the engine enforces, whatever
+// the clocks of the processes that record them (issue 33, item 5: on a
+// Cluster a dependent's started_at read 1 ms before its parent's
+// finished_at): a dependent starts no earlier than its dependency ended,
+// and an attempt ends no earlier than it started.
+func TestRecordedTimesKeepTheEnginesOrder(t *testing.T) {
+	e := newEnv(t)
+	behind := &clock{t: e.clock.Now().Add(-5 * time.Second)}
+	slow := queue.New(e.srv.Client(), queue.Options{Now: behind.Now, LeaseClock: e.clock.Now, LeaseTTL: 11 * time.Second, LeaseGrace: time.Second})
+	queue.SetWriteFormat(slow, queue.WriteFormat)
+	js := e.submit(t, job.Spec{Type: "parent"}, job.Spec{Type: "child", DependsOn: []string{"#0"}})
+	e.clock.Advance(time.Second)
+	l := e.claim(t, "default", 1) // the parent, by a process whose clock is right
+	e.clock.Advance(time.Second)
+	e.complete(t, "default", queue.Outcome{ID: l[0].Job.ID, Token: l[0].Token, Kind: queue.OutcomeSucceeded})
+	parent := e.get(t, js[0].ID)
+	// The child, claimed by a process whose clock is 5 s behind.
+	cl, err := slow.Claim(e.ctx, "default", 1, "slow")
+	if err != nil || len(cl) != 1 || cl[0].Job.ID != js[1].ID {
+		t.Fatalf("claim = %+v, %v", cl, err)
+	}
+	child := e.get(t, js[1].ID)
+	if child.StartedAt == nil || child.StartedAt.Before(*parent.FinishedAt) {
+		t.Fatalf("the child started at %v, before its parent finished at %v", child.StartedAt, parent.FinishedAt)
+	}
+	// Completed by the process that is behind: it ends no earlier than it started.
+	if st, err := slow.Complete(e.ctx, "default", []queue.Outcome{{ID: cl[0].Job.ID, Token: cl[0].Token, Kind: queue.OutcomeSucceeded}}); err != nil || st[0] != queue.StatusSucceeded {
+		t.Fatalf("complete = %v, %v", st, err)
+	}
+	child = e.get(t, js[1].ID)
+	if child.FinishedAt.Before(*child.StartedAt) {
+		t.Fatalf("the child finished at %v, before it started at %v", child.FinishedAt, child.StartedAt)
+	}
+}

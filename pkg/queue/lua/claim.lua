@@ -133,6 +133,11 @@ local function take(id, f)
   local token = next_token()
   if expiry == nil then expiry = ms(lease_now() + ttl) end
   local attempt = next_attempt(f[3])
+  -- The start, never before the job was due (see release in lib.lua): the
+  -- claimer's clock may be behind the one that made it due.
+  local started = NOW_S
+  local due = f[8] or f[7]
+  if due and later(due, NOW_S) then started = due end
   local held = ''
   if picks and #picks > 0 then held = gate.take(picks, id .. ':' .. token) end
   local o = 12 * taken
@@ -143,7 +148,7 @@ local function take(id, f)
   actives[l - 1] = id
   -- The record (parse_active's forms), built in one concatenation.
   if format2 then
-    actives[l] = token .. ' ' .. attempt .. ' ' .. f[1] .. ' ' .. held .. ' ' .. NOW_S .. ' ' .. worker
+    actives[l] = token .. ' ' .. attempt .. ' ' .. f[1] .. ' ' .. held .. ' ' .. started .. ' ' .. worker
   else
     if held ~= '' then
       actives[l] = token .. ' ' .. attempt .. ' ' .. f[1] .. ' ' .. held
@@ -151,7 +156,7 @@ local function take(id, f)
       actives[l] = token .. ' ' .. attempt .. ' ' .. f[1]
     end
     redis.call('HSET', JOB .. id, 'state', 'active', 'attempt', attempt, 'token', token,
-      'worker_id', worker, 'started_at', NOW_S)
+      'worker_id', worker, 'started_at', started)
   end
   emit(id, f[1], 'started', 'active', attempt, worker, '')
   out[o + 1] = id; out[o + 2] = token; out[o + 3] = f[1]; out[o + 4] = f[2]

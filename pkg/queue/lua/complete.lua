@@ -13,11 +13,15 @@ local processed, succeeded = 0, 0
 -- empty result is not written: a missing field reads the same everywhere
 -- (no result), and a field added to the hash costs a scan of it and a
 -- copy (~0.6 of 2.5 µs per success).
-local function succeed(jk, detail, ...)
+-- The end is never before the start (started: the attempt's start, when
+-- known), whichever clocks the two came from.
+local function succeed(jk, detail, started, ...)
+  local fin = NOW_S
+  if started and later(started, fin) then fin = started end
   if detail == '' then
-    redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, ...)
+    redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', fin, ...)
   else
-    redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', NOW_S, 'result', detail, ...)
+    redis.call('HSET', jk, 'state', 'succeeded', 'finished_at', fin, 'result', detail, ...)
   end
 end
 -- The fencing check of the whole batch: one HMGET of the active-lease hash.
@@ -44,9 +48,9 @@ for i = 1, n do
       if started then
         -- Format 2: no token on the hash to clear (a format-1 attempt's
         -- end cleared it).
-        succeed(jk, detail, 'attempt', attempt, 'worker_id', rworker, 'started_at', started)
+        succeed(jk, detail, started, 'attempt', attempt, 'worker_id', rworker, 'started_at', started)
       else
-        succeed(jk, detail, 'token', '')
+        succeed(jk, detail, nil, 'token', '')
       end
       count_slots(freed, slots)
       succeeded = succeeded + 1

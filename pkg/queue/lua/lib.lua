@@ -160,6 +160,12 @@ local function lease_now()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- later tells whether ms string a is a later time than ms string b (both
+-- whole numbers without leading zeros), without converting them.
+local function later(a, b)
+  return #a > #b or (#a == #b and a > b)
+end
+
 -- BOOTED maps a queue's prefix to when this server's library first saw a
 -- claim of it (lease clock, ms). The library's state starts afresh with
 -- the server process: after a restart (perhaps from an older snapshot, or
@@ -722,6 +728,11 @@ local function release(id)
     return 0
   end
   make_ready(id, f[2], f[5])
+  -- Due from now: the end of the dependency that released it, on the
+  -- clock that recorded that end. A claim never records a start before
+  -- its run_at (claim.lua), so a dependent's start never reads earlier
+  -- than its dependency's end, whatever the claimer's clock says.
+  redis.call('HSET', JOB .. id, 'run_at', NOW_S)
   emit(id, f[1], 'queued', 'queued', f[4], '', '')
   return 1
 end
