@@ -1,0 +1,125 @@
+//go:build sdktest
+
+package sdktest
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sundialhq/sundial/internal/proctest"
+	"github.com/sundialhq/sundial/pkg/queue/queuetest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	proctest.Cleanup()
+	os.Exit(code)
+}
+
+// root is the repository root, relative to this package.
+const root = "../.."
+
+// adminKey is the API key the SDK suites use (every scope).
+const adminKey = "sdk-test-admin-key"
+
+// startStack runs an API and a poller over a private redis-server, with
+// one-second leases so that the suites see leases expire quickly, and
+// returns the API's base URL.
+func startStack(t *testing.T) string {
+	t.Helper()
+	srv := queuetest.Start(t)
+	addr := proctest.FreeAddr(t)
+	env := []string{
+		"SUNDIAL_REDIS_URL=" + srv.URL(),
+		"SUNDIAL_LOG_LEVEL=warn",
+		"SUNDIAL_LEASE_TTL=1s",
+		"SUNDIAL_LEASE_GRACE=200ms",
+		"SUNDIAL_HEARTBEAT_INTERVAL=200ms",
+		"SUNDIAL_METRICS_ADDR=127.0.0.1:0",
+		"SUNDIAL_HISTORY=off",
+		"SUNDIAL_HTTP_ADDR=" + addr,
+		"SUNDIAL_API_KEYS=" + adminKey,
+	}
+	proctest.Start(t, proctest.Binary(t, "api"), env...)
+	proctest.Start(t, proctest.Binary(t, "poller"), env...)
+	base := "http://" + addr
+	queuetest.Eventually(t, 30*time.Second, "the API", func() bool { return proctest.Ready(http.DefaultClient, base) })
+	return base
+}
+
+// run runs a command of a suite, its output in the test's log, and fails
+// the test when it exits non-zero.
+func run(t *testing.T, ctx context.Context, dir string, env []string, argv ...string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	t.Logf("$ %v (in %s, %.1f s)\n%s", argv, dir, time.Since(start).Seconds(), out.String())
+	if err != nil {
+		t.Fatalf("%v: %v", argv, err)
+	}
+}
+
+// python returns a Python 3 that can make a virtual environment and build
+// the package without a package index (venv, ensurepip, setuptools and
+// wheel): Debian's /usr/bin/python3 first, as scripts/install-deps.sh
+// installs it, then python3 on PATH.
+func python(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("SUNDIAL_PYTHON"), "/usr/bin/python3", "python3"} {
+		if p == "" {
+			continue
+		}
+		if exec.Command(p, "-c", "import venv, ensurepip, setuptools, wheel").Run() == nil {
+			return p
+		}
+	}
+	t.Fatal("no python3 with venv, ensurepip, setuptools and wheel: apt-get install python3-venv python3-pip python3-setuptools python3-wheel (scripts/install-deps.sh)")
+	return ""
+}
+
+// TestPythonSDK installs sdk/python into a fresh virtual environment the
+// way docs/sdks.md says (pip, no build isolation, no index) and runs its
+// unittest suite there, outside the source tree so that the installed
+// package is the one imported.
+func TestPythonSDK(t *testing.T) {
+	py := python(t)
+	base := startStack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	src, _ := filepath.Abs(filepath.Join(root, "sdk", "python"))
+	venv := filepath.Join(dir, "v")
+	run(t, ctx, dir, nil, py, "-m", "venv", "--system-site-packages", venv)
+	run(t, ctx, dir, nil, filepath.Join(venv, "bin", "pip"), "install", "--no-build-isolation", "--no-index", "--quiet", src)
+	tests := filepath.Join(src, "tests")
+	run(t, ctx, dir, []string{"SUNDIAL_URL=" + base, "SUNDIAL_API_KEY=" + adminKey, "PYTHONDONTWRITEBYTECODE=1"},
+		filepath.Join(venv, "bin", "python"), "-m", "unittest", "discover", "-v", "-s", tests, "-t", tests)
+}
+
+// TestTypeScriptSDK builds sdk/typescript with tsc and runs its node --test
+// suite (which also checks that src/openapi.ts is what openapi-typescript
+// makes of pkg/httpapi/openapi.json). make test-sdk runs npm ci first.
+func TestTypeScriptSDK(t *testing.T) {
+	node, npm := proctest.NeedTool(t, "node"), proctest.NeedTool(t, "npm")
+	dir, _ := filepath.Abs(filepath.Join(root, "sdk", "typescript"))
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json")); err != nil {
+		t.Fatalf("sdk/typescript has no node_modules: run npm ci there (make test-sdk does)")
+	}
+	base := startStack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	run(t, ctx, dir, nil, node, "--version")
+	run(t, ctx, dir, nil, npm, "run", "--silent", "build")
+	run(t, ctx, dir, []string{"SUNDIAL_URL=" + base, "SUNDIAL_API_KEY=" + adminKey}, npm, "test")
+}

@@ -1,0 +1,57 @@
+"""Sundial's Python SDK: a client of the REST API and a worker that runs
+jobs over the HTTP worker protocol. Standard library only.
+
+    from sundial import Client, Worker
+
+    client = Client("http://127.0.0.1:8080", api_key="...")
+    job = client.submit("email.send", {"to": "ada@example.com"}, queue="emails")
+    print(client.wait(job["id"], timeout=30)["state"])
+"""
+
+from .client import FINAL_STATES, JSON, Client
+from .errors import (
+    ApiError,
+    Conflict,
+    InternalError,
+    InvalidArgument,
+    LeaseLost,
+    NoRetry,
+    NotFound,
+    PayloadTooLarge,
+    PermissionDenied,
+    RateLimited,
+    SundialError,
+    TransportError,
+    Unauthenticated,
+    Unavailable,
+    UnsupportedMediaType,
+    WaitTimeout,
+)
+from .worker import Handler, JobContext, Worker
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ApiError",
+    "Client",
+    "Conflict",
+    "FINAL_STATES",
+    "Handler",
+    "InternalError",
+    "InvalidArgument",
+    "JSON",
+    "JobContext",
+    "LeaseLost",
+    "NoRetry",
+    "NotFound",
+    "PayloadTooLarge",
+    "PermissionDenied",
+    "RateLimited",
+    "SundialError",
+    "TransportError",
+    "Unauthenticated",
+    "Unavailable",
+    "UnsupportedMediaType",
+    "WaitTimeout",
+    "Worker",
+]

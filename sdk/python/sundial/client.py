@@ -1,0 +1,265 @@
+"""The client: jobs, queues, schedules and limits over the REST API
+(docs/api.md). Answers are the API's JSON objects as dicts."""
+
+import os
+import time
+import urllib.parse
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
+
+from ._transport import Transport
+from .errors import WaitTimeout
+
+JSON = Dict[str, Any]
+"""A JSON object as the API sends it (a job, a queue's counts, a schedule...)."""
+
+FINAL_STATES = frozenset({"succeeded", "dead", "cancelled"})
+"""The states a job does not leave on its own."""
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+def _seg(value: str) -> str:
+    """A path segment, escaped."""
+    return urllib.parse.quote(value, safe="")
+
+
+class Client:
+    """A client of the Sundial API.
+
+    Args:
+        url: the API's base URL; default ``$SUNDIAL_URL`` or
+            ``http://127.0.0.1:8080``.
+        api_key: sent as a Bearer token; default ``$SUNDIAL_API_KEY``.
+        timeout: seconds to wait for one answer.
+        max_retries: tries after a 429 or 503 (waiting ``Retry-After`` when
+            the API sends it) and, for calls safe to repeat, after a broken
+            connection.
+
+    Every error answer raises a subclass of :class:`sundial.ApiError`.
+    """
+
+    def __init__(
+        self,
+        url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        timeout: float = 30.0,
+        max_retries: int = 4,
+        backoff: float = 0.2,
+        max_backoff: float = 30.0,
+    ) -> None:
+        self.transport = Transport(
+            url or os.environ.get("SUNDIAL_URL") or DEFAULT_URL,
+            api_key if api_key is not None else os.environ.get("SUNDIAL_API_KEY"),
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff=backoff,
+            max_backoff=max_backoff,
+        )
+
+    @property
+    def url(self) -> str:
+        return self.transport.url
+
+    # Jobs
+
+    def submit(
+        self,
+        type: str,
+        payload: Any = None,
+        *,
+        queue: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        **fields: Any,
+    ) -> JSON:
+        """Submits one job and returns it (201 new; with an idempotency key
+        seen in the queue within 24 h, the earlier job). Other fields of the
+        API's job spec as keywords: ``priority``, ``max_attempts``,
+        ``timeout_seconds``, ``backoff``, ``run_at``, ``delay_seconds``,
+        ``depends_on``, ``group``, ``traceparent``.
+
+        A submit with an idempotency key is safe to repeat, so it is also
+        sent again after a broken connection."""
+        spec = self._spec(type, payload, queue, idempotency_key, fields)
+        return self.transport.request("POST", "/v1/jobs", spec, idempotent=idempotency_key is not None).body
+
+    def submit_many(self, jobs: Sequence[Mapping[str, Any]]) -> List[JSON]:
+        """Submits up to 1000 job specs (dicts of the API's fields, all in one
+        queue) at once, all or nothing; ``"#n"`` in ``depends_on`` names job
+        n of the batch. Returns the jobs in order (a duplicate idempotency
+        key answers the earlier job in its place)."""
+        specs = [dict(j) for j in jobs]
+        safe = all(s.get("idempotency_key") for s in specs)
+        return self.transport.request("POST", "/v1/jobs/batch", {"jobs": specs}, idempotent=safe).body["jobs"]
+
+    def get(self, job_id: str) -> JSON:
+        """The job as it is now (404 :class:`NotFound` when unknown)."""
+        return self.transport.request("GET", f"/v1/jobs/{_seg(job_id)}").body
+
+    def wait(self, job_id: str, timeout: float = 60.0, poll: float = 0.05, max_poll: float = 1.0) -> JSON:
+        """Reads the job until it is in a final state (succeeded, dead,
+        cancelled) and returns it; raises :class:`WaitTimeout` (a
+        ``TimeoutError``) after ``timeout`` seconds. Polls start every
+        ``poll`` seconds and slow down to ``max_poll``."""
+        deadline = time.monotonic() + timeout
+        job: Optional[JSON] = None
+        while True:
+            job = self.get(job_id)
+            if job.get("state") in FINAL_STATES:
+                return job
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WaitTimeout(job_id, timeout, job)
+            time.sleep(min(poll, left))
+            poll = min(max_poll, poll * 1.5)
+
+    def cancel(self, job_id: str) -> JSON:
+        """Cancels a job that has not ended (an active one is stopped by its
+        worker); 409 :class:`Conflict` in a final state."""
+        return self.transport.request("POST", f"/v1/jobs/{_seg(job_id)}/cancel").body
+
+    def retry(self, job_id: str) -> JSON:
+        """Queues a dead or cancelled job again, attempt 0; else 409."""
+        return self.transport.request("POST", f"/v1/jobs/{_seg(job_id)}/retry").body
+
+    def events(self, job_id: str) -> List[JSON]:
+        """The job's events from the history store, oldest first (503
+        without one)."""
+        return self.transport.request("GET", f"/v1/jobs/{_seg(job_id)}/events").body["events"]
+
+    def search(
+        self,
+        *,
+        queue: Optional[str] = None,
+        type: Optional[str] = None,
+        group: Optional[str] = None,
+        state: Optional[str] = None,
+        created_from: Optional[str] = None,
+        created_to: Optional[str] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+    ) -> JSON:
+        """One page of the history search, newest first:
+        ``{"jobs": [...], "next_cursor": ""}``. Needs the history store (503
+        :class:`Unavailable` without one)."""
+        query = {"queue": queue, "type": type, "group": group, "state": state,
+                 "from": created_from, "to": created_to, "limit": limit, "cursor": cursor}
+        return self.transport.request("GET", "/v1/jobs", query=query).body
+
+    def search_all(self, **filters: Any) -> Iterator[JSON]:
+        """Every job the search finds, page after page (the keywords of
+        :meth:`search`, without ``cursor``)."""
+        cursor: Optional[str] = None
+        while True:
+            page = self.search(cursor=cursor, **filters)
+            yield from page["jobs"]
+            cursor = page.get("next_cursor") or None
+            if not cursor:
+                return
+
+    # Queues
+
+    def queues(self) -> List[JSON]:
+        """Every known queue's counts, sorted by name."""
+        return self.transport.request("GET", "/v1/queues").body["queues"]
+
+    def queue(self, name: str) -> JSON:
+        """One queue's counts (404 when unknown)."""
+        return self.transport.request("GET", f"/v1/queues/{_seg(name)}").body
+
+    def pause(self, name: str) -> JSON:
+        """Pauses a queue (creating it when unknown); answers its counts."""
+        return self.transport.request("POST", f"/v1/queues/{_seg(name)}/pause", idempotent=True).body
+
+    def resume(self, name: str) -> JSON:
+        """Resumes a paused queue (404 when unknown); answers its counts."""
+        return self.transport.request("POST", f"/v1/queues/{_seg(name)}/resume", idempotent=True).body
+
+    def dead(self, name: str, limit: Optional[int] = None, cursor: Optional[str] = None) -> JSON:
+        """One page of a queue's dead jobs, newest first."""
+        return self.transport.request("GET", f"/v1/queues/{_seg(name)}/dead",
+                                      query={"limit": limit, "cursor": cursor}).body
+
+    def retry_dead(self, name: str, ids: Optional[Sequence[str]] = None) -> int:
+        """Queues a queue's dead jobs again (those named, or all); returns
+        how many."""
+        body = {"ids": list(ids)} if ids is not None else None
+        return self.transport.request("POST", f"/v1/queues/{_seg(name)}/dead/retry", body).body["retried"]
+
+    def purge_dead(self, name: str, ids: Optional[Sequence[str]] = None) -> int:
+        """Deletes a queue's dead jobs (those named, or all); returns how many."""
+        body = {"ids": list(ids)} if ids is not None else None
+        return self.transport.request("DELETE", f"/v1/queues/{_seg(name)}/dead", body).body["deleted"]
+
+    # Schedules
+
+    def put_schedule(self, schedule_id: str, schedule: Mapping[str, Any]) -> JSON:
+        """Creates or replaces a schedule (``cron`` or ``every_seconds``,
+        ``job``, ``timezone``, ``enabled``, ``misfire``); answers it."""
+        return self.transport.request("PUT", f"/v1/schedules/{_seg(schedule_id)}", dict(schedule)).body
+
+    def get_schedule(self, schedule_id: str) -> JSON:
+        return self.transport.request("GET", f"/v1/schedules/{_seg(schedule_id)}").body
+
+    def schedules(self, queue: Optional[str] = None) -> List[JSON]:
+        """Every schedule, ordered by id (only those whose jobs go to
+        ``queue`` when given)."""
+        return self.transport.request("GET", "/v1/schedules", query={"queue": queue}).body["schedules"]
+
+    def patch_schedule(self, schedule_id: str, patch: Mapping[str, Any]) -> JSON:
+        """Changes a schedule with a JSON merge patch (``None`` removes a member)."""
+        return self.transport.request("PATCH", f"/v1/schedules/{_seg(schedule_id)}", dict(patch)).body
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        self.transport.request("DELETE", f"/v1/schedules/{_seg(schedule_id)}")
+
+    def trigger_schedule(self, schedule_id: str) -> JSON:
+        """Submits the schedule's job now; answers the job."""
+        return self.transport.request("POST", f"/v1/schedules/{_seg(schedule_id)}/trigger").body
+
+    def preview_schedule(self, cron: Optional[str] = None, timezone: Optional[str] = None,
+                         every_seconds: Optional[int] = None) -> List[str]:
+        """The next five fire times of a timing, without storing anything."""
+        body: JSON = {}
+        if cron is not None:
+            body["cron"] = cron
+        if timezone is not None:
+            body["timezone"] = timezone
+        if every_seconds is not None:
+            body["every_seconds"] = every_seconds
+        return self.transport.request("POST", "/v1/schedules/preview", body, idempotent=True).body["upcoming"]
+
+    # Limits
+
+    def set_limit(self, queue: str, name: str, limit: Mapping[str, Any]) -> JSON:
+        """Creates or replaces a limit of a queue (``concurrency`` and/or
+        ``rate`` ``{"limit", "period_seconds"}``, optional ``types`` and
+        ``key``); answers it with ``active`` and ``throttled``."""
+        return self.transport.request("PUT", f"/v1/queues/{_seg(queue)}/limits/{_seg(name)}", dict(limit)).body
+
+    def get_limit(self, queue: str, name: str) -> JSON:
+        return self.transport.request("GET", f"/v1/queues/{_seg(queue)}/limits/{_seg(name)}").body
+
+    def limits(self, queue: str) -> List[JSON]:
+        return self.transport.request("GET", f"/v1/queues/{_seg(queue)}/limits").body["limits"]
+
+    def delete_limit(self, queue: str, name: str) -> None:
+        self.transport.request("DELETE", f"/v1/queues/{_seg(queue)}/limits/{_seg(name)}")
+
+    # Workers
+
+    def workers(self) -> List[JSON]:
+        """The live workers, Go and HTTP."""
+        return self.transport.request("GET", "/v1/workers").body["workers"]
+
+    @staticmethod
+    def _spec(type: str, payload: Any, queue: Optional[str], idempotency_key: Optional[str],
+              fields: Mapping[str, Any]) -> JSON:
+        spec: JSON = {"type": type}
+        if payload is not None:
+            spec["payload"] = payload
+        if queue is not None:
+            spec["queue"] = queue
+        if idempotency_key is not None:
+            spec["idempotency_key"] = idempotency_key
+        spec.update({k: v for k, v in fields.items() if v is not None})
+        return spec

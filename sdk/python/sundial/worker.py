@@ -1,0 +1,410 @@
+"""The worker: runs handlers for job types over the HTTP worker protocol
+(docs/workers.md) with long-poll claims, leases renewed every third of
+their TTL, progress, fencing tokens, and a graceful shutdown."""
+
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import threading
+import time
+from types import FrameType
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from ._transport import ConnectionSlot, Transport
+from .client import DEFAULT_URL, JSON
+from .errors import ApiError, Conflict, InvalidArgument, LeaseLost, NoRetry, SundialError, TransportError
+
+log = logging.getLogger("sundial.worker")
+
+MAX_ERROR_BYTES = 64 << 10
+
+Handler = Callable[["JobContext"], Any]
+"""A handler takes the job's context and returns its result (any JSON value)."""
+
+
+class JobContext:
+    """What a handler gets: the job and its lease.
+
+    Attributes:
+        id, type, queue, payload, attempt, max_attempts: the job's.
+        job: the whole job as claimed (a dict of the API's fields).
+        token: the lease's fencing token; pass it to systems the handler
+            writes to, so that they can refuse a stale attempt.
+        cancelled: set when the job must stop: its lease was lost (a
+            heartbeat answered 409: reclaimed, cancelled, finished, or past
+            its timeout), could not be renewed in time, or the worker's
+            shutdown deadline passed. Nothing is reported for it then.
+    """
+
+    def __init__(self, job: JSON, token: str, ttl: float, attempt: "_Attempt") -> None:
+        self.job = job
+        self.id: str = job["id"]
+        self.type: str = job["type"]
+        self.queue: str = job.get("queue", "")
+        self.payload: Any = job.get("payload")
+        self.attempt: int = int(job.get("attempt", 0))
+        self.max_attempts: int = int(job.get("max_attempts", 0))
+        self.token = token
+        self.lease_ttl = ttl
+        self.cancelled = threading.Event()
+        self._attempt = attempt
+
+    @property
+    def lease_lost(self) -> bool:
+        """True once the job must stop (the same as ``cancelled.is_set()``)."""
+        return self.cancelled.is_set()
+
+    def progress(self, percent: int, message: str = "") -> None:
+        """Reports progress (0..100 and a short message): shown on the job
+        and as a progress event; it also renews the lease. Raises
+        :class:`LeaseLost` when the lease is gone; a failed report that does
+        not say so is logged and otherwise ignored."""
+        if not 0 <= percent <= 100:
+            raise ValueError("percent must be 0..100")
+        if self.cancelled.is_set():
+            raise LeaseLost(self._attempt.lost_reason or "lease lost")
+        if not self._attempt.worker._renew(self._attempt, int(percent), message):
+            raise LeaseLost(self._attempt.lost_reason or "lease lost")
+
+    def check(self) -> None:
+        """Raises :class:`LeaseLost` when the job must stop: call it between
+        steps of a long handler."""
+        if self.cancelled.is_set():
+            raise LeaseLost(self._attempt.lost_reason or "lease lost")
+
+
+class _Attempt:
+    """One claimed job running on this worker."""
+
+    def __init__(self, worker: "Worker", job: JSON, lease: JSON, claim_sent: float) -> None:
+        self.worker = worker
+        self.ttl = float(lease.get("ttl_seconds") or 15.0)
+        self.ctx = JobContext(job, lease["token"], self.ttl, self)
+        self.path = f"/v1/jobs/{job['id']}"
+        self.lock = threading.Lock()
+        self.renewed_at = claim_sent  # send time of the claim or of the last accepted renewal
+        self.done = threading.Event()  # the attempt's outcome is settled: stop renewing
+        self.lost = False
+        self.lost_reason = ""
+        self.abandoned = False
+
+    @property
+    def trusted_until(self) -> float:
+        """Until when (monotonic) the lease surely holds: the last accepted
+        renewal's send time plus the TTL, less a fifth for clocks and delays."""
+        return self.renewed_at + self.ttl * 4 / 5
+
+    @property
+    def expires_at(self) -> float:
+        """When (monotonic) the lease runs out at the latest, unless renewed."""
+        return self.renewed_at + self.ttl
+
+    def renewed(self, sent: float) -> None:
+        with self.lock:
+            self.renewed_at = max(self.renewed_at, sent)
+
+    def lose(self, reason: str) -> None:
+        with self.lock:
+            if self.lost:
+                return
+            self.lost, self.lost_reason = True, reason
+        self.ctx.cancelled.set()
+
+    def abandon(self) -> None:
+        with self.lock:
+            self.abandoned = True
+            self.lost_reason = self.lost_reason or "the worker is shutting down"
+        self.ctx.cancelled.set()
+        self.done.set()
+
+
+def _default_worker_id() -> str:
+    host = re.sub(r"[^A-Za-z0-9_.:@-]", "-", socket.gethostname())[:80] or "host"
+    return f"py-{host}-{os.getpid()}"
+
+
+class Worker:
+    """Runs jobs of the types it has handlers for.
+
+    Args:
+        queues: the queues to claim from, in order (default
+            ``$SUNDIAL_QUEUES``, comma-separated, or ``default``).
+        url, api_key: as for :class:`Client` (``$SUNDIAL_URL``,
+            ``$SUNDIAL_API_KEY``); the key needs the ``work`` scope.
+        concurrency: how many jobs run at once (each in a thread).
+        worker_id: the name in ``GET /v1/workers`` and in job events
+            (default ``$SUNDIAL_WORKER_ID`` or ``py-<host>-<pid>``).
+        wait_seconds: the claim's long poll (0..60).
+        shutdown_timeout: seconds running jobs get to finish after
+            SIGTERM/SIGINT or :meth:`stop`; the jobs still running then are
+            given back (see :meth:`run`).
+        timeout: seconds to wait for one answer of the API.
+    """
+
+    def __init__(
+        self,
+        queues: Optional[Sequence[str]] = None,
+        *,
+        url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        concurrency: int = 1,
+        worker_id: Optional[str] = None,
+        wait_seconds: float = 20.0,
+        shutdown_timeout: float = 30.0,
+        timeout: float = 30.0,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if queues is None:
+            queues = [q for q in os.environ.get("SUNDIAL_QUEUES", "default").split(",") if q]
+        self.queues = list(queues)
+        self.concurrency = concurrency
+        self.worker_id = worker_id or os.environ.get("SUNDIAL_WORKER_ID") or _default_worker_id()
+        self.wait_seconds = wait_seconds
+        self.shutdown_timeout = shutdown_timeout
+        self.transport = Transport(
+            url or os.environ.get("SUNDIAL_URL") or DEFAULT_URL,
+            api_key if api_key is not None else os.environ.get("SUNDIAL_API_KEY"),
+            timeout=timeout,
+        )
+        self._handlers: Dict[str, Handler] = {}
+        self._cond = threading.Condition()
+        self._running: Dict[str, _Attempt] = {}
+        self._stopping = threading.Event()
+        self._claim_slot = ConnectionSlot()
+
+    # Handlers
+
+    def handle(self, job_type: str, fn: Handler) -> None:
+        """Runs ``fn`` for jobs of ``job_type``. Its return value is the
+        job's result; an exception fails the attempt (retried while
+        attempts remain), :class:`NoRetry` fails the job for good."""
+        self._handlers[job_type] = fn
+
+    def handler(self, job_type: str) -> Callable[[Handler], Handler]:
+        """The decorator form of :meth:`handle`."""
+
+        def register(fn: Handler) -> Handler:
+            self.handle(job_type, fn)
+            return fn
+
+        return register
+
+    # Running
+
+    def run(self, install_signal_handlers: bool = True) -> None:
+        """Claims and runs jobs until SIGTERM or SIGINT (when called on the
+        main thread with ``install_signal_handlers``) or :meth:`stop`.
+
+        Then it stops claiming, lets running jobs finish for up to
+        ``shutdown_timeout`` seconds and returns. The HTTP protocol has no
+        route to give a lease back, so a job still running at the deadline
+        is signalled (``ctx.cancelled``), its lease is no longer renewed and
+        nothing is reported: after one lease TTL the poller reclaims it and
+        it runs again (a counted attempt, a ``lease_expired`` event).
+        """
+        if not self._handlers:
+            raise ValueError("no handlers: register one with handle() before run()")
+        previous: Dict[int, Any] = {}
+        if install_signal_handlers and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, self._on_signal)
+        try:
+            log.info("worker %s serving %s at %s", self.worker_id, self.queues, self.transport.url)
+            claimer = threading.Thread(target=self._claim_loop, name="sundial-claim", daemon=True)
+            claimer.start()
+            while not self._stopping.wait(0.5):
+                pass
+            deadline = time.monotonic() + self.shutdown_timeout
+            while claimer.is_alive() and time.monotonic() < deadline:
+                self._claim_slot.abort()
+                claimer.join(0.05)
+            with self._cond:
+                while self._running and time.monotonic() < deadline:
+                    self._cond.wait(min(0.2, max(0.0, deadline - time.monotonic())))
+                left = list(self._running.values())
+            for att in left:
+                log.warning("job %s still running at the shutdown deadline: giving it back "
+                            "(its lease expires and it runs again)", att.ctx.id)
+                att.abandon()
+            log.info("worker %s stopped", self.worker_id)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def stop(self) -> None:
+        """Asks :meth:`run` to stop (as SIGTERM does); returns at once."""
+        self._stopping.set()
+        self._claim_slot.abort()
+        with self._cond:
+            self._cond.notify_all()
+
+    @property
+    def running(self) -> List[str]:
+        """The ids of the jobs running now."""
+        with self._cond:
+            return list(self._running)
+
+    def _on_signal(self, signum: int, frame: Optional[FrameType]) -> None:
+        log.info("worker %s: signal %d, stopping", self.worker_id, signum)
+        self.stop()
+
+    def _claim_loop(self) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            with self._cond:
+                while len(self._running) >= self.concurrency and not self._stopping.is_set():
+                    self._cond.wait()
+                free = self.concurrency - len(self._running)
+            if self._stopping.is_set():
+                return
+            body = {"worker_id": self.worker_id, "queues": self.queues, "types": list(self._handlers),
+                    "max": free, "wait_seconds": self.wait_seconds}
+            sent = time.monotonic()
+            try:
+                res = self.transport.request("POST", "/v1/claim", body, retries=0,
+                                             timeout=self.wait_seconds + self.transport.timeout,
+                                             on_connection=self._claim_slot)
+            except InvalidArgument as exc:
+                log.error("claim refused: %s", exc)
+                self._stopping.wait(5.0)
+                continue
+            except (SundialError, ValueError) as exc:
+                if self._stopping.is_set():
+                    return
+                failures += 1
+                wait = min(5.0, 0.2 * 2 ** min(failures, 5))
+                retry_after = exc.retry_after if isinstance(exc, ApiError) else None
+                log.warning("claim failed (%s); trying again in %.1f s", exc, retry_after or wait)
+                self._stopping.wait(retry_after or wait)
+                continue
+            except Exception:  # noqa: BLE001 - the loop must survive anything
+                log.exception("claim failed")
+                self._stopping.wait(1.0)
+                continue
+            failures = 0
+            for claimed in res.body.get("jobs") or []:
+                self._start(claimed["job"], claimed["lease"], sent)
+
+    def _start(self, job: JSON, lease: JSON, claim_sent: float) -> None:
+        att = _Attempt(self, job, lease, claim_sent)
+        with self._cond:
+            self._running[att.ctx.id] = att
+        threading.Thread(target=self._heartbeat_loop, args=(att,), name=f"sundial-lease-{att.ctx.id}",
+                         daemon=True).start()
+        threading.Thread(target=self._execute, args=(att, time.monotonic() - claim_sent),
+                         name=f"sundial-job-{att.ctx.id}", daemon=True).start()
+
+    def _heartbeat_loop(self, att: _Attempt) -> None:
+        while not att.done.wait(att.ttl / 3):
+            if att.lost:
+                return
+            self._renew(att, None, "")
+
+    def _renew(self, att: _Attempt, percent: Optional[int], message: str) -> bool:
+        """Renews the lease (with progress when given); False once it is lost."""
+        body: JSON = {"token": att.ctx.token, "worker_id": self.worker_id}
+        if percent is not None:
+            body["progress"] = percent
+            if message:
+                body["message"] = message[:1024]
+        sent = time.monotonic()
+        try:
+            self.transport.request("POST", att.path + "/heartbeat", body, idempotent=True, retries=0,
+                                   timeout=max(1.0, att.ttl / 2))
+        except Conflict as exc:
+            att.lose(f"lease lost: {exc.message}")
+            log.warning("job %s: %s; stopping it, reporting nothing", att.ctx.id, exc.message)
+            return False
+        except SundialError as exc:
+            if time.monotonic() >= att.trusted_until and not att.done.is_set():
+                att.lose("the lease could not be renewed in time")
+                log.warning("job %s: lease not renewed in time (%s); stopping it, reporting nothing",
+                            att.ctx.id, exc)
+                return False
+            log.info("job %s: renewal failed (%s); the next one tries again", att.ctx.id, exc)
+            return not att.lost
+        att.renewed(sent)
+        return not att.lost
+
+    def _execute(self, att: _Attempt, claim_took: float) -> None:
+        ctx = att.ctx
+        try:
+            # A claim that waited long may have been granted well after it was
+            # sent: renew at once for a fresh bound on the lease.
+            if claim_took > att.ttl / 5 and not self._renew(att, None, ""):
+                return
+            handler = self._handlers.get(ctx.type)
+            outcome: Optional[Dict[str, Any]] = None
+            kind = "complete"
+            try:
+                if handler is None:
+                    raise NoRetry(f"no handler for job type {ctx.type!r} on worker {self.worker_id}")
+                result = handler(ctx)
+                json.dumps(result)  # a result that is not JSON fails the attempt here
+                outcome = {"result": result}
+            except LeaseLost as exc:
+                if not att.lost:
+                    kind, outcome = "fail", {"error": _message(exc), "retry": True}
+            except NoRetry as exc:
+                kind, outcome = "fail", {"error": _message(exc), "retry": False}
+            except Exception as exc:  # noqa: BLE001 - any failure of the handler fails the attempt
+                kind, outcome = "fail", {"error": _message(exc), "retry": True}
+            if att.lost or att.abandoned:
+                log.info("job %s: %s; its outcome is not reported", ctx.id, att.lost_reason)
+                return
+            if outcome is not None:
+                outcome.update(token=ctx.token, worker_id=self.worker_id)
+                self._report(att, kind, outcome)
+        finally:
+            att.done.set()
+            with self._cond:
+                if self._running.get(ctx.id) is att:
+                    del self._running[ctx.id]
+                self._cond.notify_all()
+
+    def _report(self, att: _Attempt, kind: str, body: JSON) -> None:
+        """Sends the outcome (complete or fail), again after a broken
+        connection or a 429/5xx, until the lease would have expired. A
+        complete is retried as a complete, never turned into a fail."""
+        broken = False
+        tries = 0
+        while not att.abandoned:
+            try:
+                res = self.transport.request("POST", f"{att.path}/{kind}", body, retries=0)
+                log.debug("job %s: %s -> %s", att.ctx.id, kind, res.body.get("state"))
+                return
+            except Conflict as exc:
+                if broken:
+                    log.info("job %s: %s refused after a broken connection (%s): the first one "
+                             "probably landed", att.ctx.id, kind, exc.message)
+                else:
+                    log.warning("job %s: %s refused: %s", att.ctx.id, kind, exc.message)
+                return
+            except (TransportError, ApiError) as exc:
+                if isinstance(exc, ApiError) and exc.status not in (429, 500, 502, 503, 504):
+                    log.error("job %s: %s refused: %s", att.ctx.id, kind, exc)
+                    return
+                broken = broken or isinstance(exc, TransportError)
+                left = att.expires_at - time.monotonic()
+                if left <= 0:
+                    log.error("job %s: could not report %s before its lease expired (%s); "
+                              "it will run again", att.ctx.id, kind, exc)
+                    return
+                wait = exc.retry_after if isinstance(exc, ApiError) and exc.retry_after else \
+                    self.transport.delay(min(tries, 4))
+                log.warning("job %s: reporting %s failed (%s); trying again", att.ctx.id, kind, exc)
+                time.sleep(min(wait, left))
+                tries += 1
+
+
+def _message(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    data = text.encode("utf-8")
+    if len(data) > MAX_ERROR_BYTES:
+        text = data[: MAX_ERROR_BYTES - 3].decode("utf-8", "ignore") + "..."
+    return text
+

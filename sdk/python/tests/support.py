@@ -1,0 +1,167 @@
+"""What the SDK's tests share: the API under test (SUNDIAL_URL,
+SUNDIAL_API_KEY), unique queue names, waiting on conditions with deadlines,
+a worker running in a thread, a scripted HTTP server and a forwarding proxy
+that can drop connections."""
+
+import http.client
+import http.server
+import json
+import os
+import secrets
+import threading
+import time
+import unittest
+import urllib.parse
+from contextlib import contextmanager
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
+
+from sundial import Client, Worker
+
+URL = os.environ.get("SUNDIAL_URL", "")
+API_KEY = os.environ.get("SUNDIAL_API_KEY") or None
+
+
+def need_api(case: unittest.TestCase) -> None:
+    if not URL:
+        case.skipTest("SUNDIAL_URL is not set: these tests need a running API (make test-sdk starts one)")
+
+
+def client(**options: object) -> Client:
+    return Client(URL, api_key=API_KEY, **options)  # type: ignore[arg-type]
+
+
+def queue_name(prefix: str) -> str:
+    return f"py-{prefix}-{secrets.token_hex(4)}"
+
+
+def eventually(what: str, cond: Callable[[], object], timeout: float = 20.0, every: float = 0.02) -> object:
+    """Calls cond until it returns something true, and returns that; fails
+    the test naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cond()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(every)
+
+
+@contextmanager
+def running(worker: Worker) -> Iterator[Worker]:
+    """Runs the worker in a thread for the block, then stops it."""
+    t = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False}, daemon=True)
+    t.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        t.join(worker.shutdown_timeout + 5)
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+
+class ScriptedServer:
+    """A local HTTP server that answers each request with the next of a
+    list of (status, headers, body) and records the requests."""
+
+    def __init__(self, answers: List[Tuple[int, Dict[str, str], object]]) -> None:
+        self.answers = list(answers)
+        self.requests: List[Tuple[str, str, float]] = []
+        outer = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _answer(self) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                if n:
+                    self.rfile.read(n)
+                outer.requests.append((self.command, self.path, time.monotonic()))
+                status, headers, body = outer.answers.pop(0) if outer.answers else (500, {}, None)
+                if status == 0:  # break the connection without an answer
+                    self.close_connection = True
+                    return
+                data = json.dumps(body).encode() if body is not None else b""
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _answer
+
+        self.httpd = _Server(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class Proxy:
+    """Forwards requests to the API; ``drop(method, path)`` returning True
+    breaks that request's connection without forwarding it. ``seen`` counts
+    the requests by the last segment of their path (claim, heartbeat,
+    complete, fail...)."""
+
+    def __init__(self, target: str, drop: Callable[[str, str], bool]) -> None:
+        parts = urllib.parse.urlsplit(target)
+        self.seen: Dict[str, int] = {}
+        self.dropped: List[str] = []
+        lock = threading.Lock()
+        outer = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _forward(self) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else None
+                kind = self.path.split("?")[0].rstrip("/").rsplit("/", 1)[-1]
+                with lock:
+                    outer.seen[kind] = outer.seen.get(kind, 0) + 1
+                    dropping = drop(self.command, self.path)
+                    if dropping:
+                        outer.dropped.append(self.path)
+                if dropping:
+                    self.close_connection = True
+                    return
+                conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
+                try:
+                    headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    res = conn.getresponse()
+                    data = res.read()
+                finally:
+                    conn.close()
+                self.send_response(res.status)
+                for k, v in res.getheaders():
+                    if k.lower() not in ("connection", "transfer-encoding", "content-length"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _forward
+
+        self.httpd = _Server(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def job_payload(job: Optional[dict]) -> object:
+    return None if job is None else job.get("payload")
