@@ -6,8 +6,8 @@
 // from Redis (a proxy stalls its connections) or frozen (SIGSTOP) for
 // longer than a lease, MongoDB stopped for a while. At the end every
 // acknowledged job is accounted for, in Redis and in the history, and no
-// two runs of one job overlapped in time at the sink (sink_test.go), which
-// records runs outside Redis.
+// two runs of one job overlapped in time at the sink (internal/runsink),
+// which records runs outside Redis.
 //
 //	go test ./internal/soak -run TestSoak -v                                   # CI: 45 s
 //	SUNDIAL_SOAK_DURATION=10m SUNDIAL_SOAK_SEED=7 go test ./internal/soak -run TestSoak -v -timeout 30m
@@ -33,6 +33,7 @@ import (
 	"github.com/sundialhq/sundial/internal/mongotest"
 	"github.com/sundialhq/sundial/internal/netfault"
 	"github.com/sundialhq/sundial/internal/proctest"
+	"github.com/sundialhq/sundial/internal/runsink"
 	"github.com/sundialhq/sundial/pkg/history"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
@@ -80,7 +81,7 @@ var kinds = []kind{
 		return []map[string]any{{"type": "sundial.echo", "delay_seconds": 3600}}
 	}},
 	{"fenced", job.Succeeded, func(r *rand.Rand) []map[string]any {
-		// A run recorded by the sink, outside Redis (sink_test.go).
+		// A run recorded by the sink, outside Redis (internal/runsink).
 		return []map[string]any{{"type": "sundial.http", "max_attempts": 25,
 			"payload": map[string]any{"method": "POST", "url": fmt.Sprintf("%s/run?ms=%d", sinkURL, 20+r.IntN(130))},
 			"backoff": map[string]any{"base_seconds": 0.05, "max_seconds": 0.5}}}
@@ -383,8 +384,8 @@ func TestSoak(t *testing.T) {
 			t.Logf("soak FAILED with seed %d: replay with SUNDIAL_SOAK_SEED=%d SUNDIAL_SOAK_DURATION=%v", cfg.seed, cfg.seed, cfg.duration)
 		}
 	})
-	sk := startSink(t)
-	sinkURL = sk.url
+	sk := runsink.Start(t)
+	sinkURL = sk.URL
 	s := startStack(t)
 	l := &ledger{}
 
@@ -489,7 +490,7 @@ func TestSoak(t *testing.T) {
 	rep := account(t, s, l)
 	rep.faults, rep.recovery = counts, recovery
 	rep.mostHeld = mostHeld.Load()
-	rep.overlapping, rep.sinkRuns, rep.fencedOff = sk.overlaps(t)
+	rep.overlapping, rep.sinkRuns, rep.fencedOff = sk.Overlaps(t)
 	rep.print(t, cfg)
 	if rep.lost > 0 || rep.wrong > 0 || rep.badHistory > 0 || rep.unrecordedDup > 0 || rep.ranAfterSuccess > 0 || rep.overlapping > 0 {
 		t.Fatalf("the soak found %d lost, %d in a wrong final state, %d with a broken history, %d unrecorded duplicate runs, %d runs after success, %d overlapping runs",

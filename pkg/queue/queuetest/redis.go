@@ -124,6 +124,9 @@ const FreePortArg = "{free-port}"
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
+// Dir is the server's directory, which holds its append-only files.
+func (s *Server) Dir() string { return s.dir }
+
 // URL is the server's redis:// URL.
 func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
 

@@ -1,4 +1,8 @@
-package soak
+// Package runsink is a downstream system for tests of Sundial's binaries:
+// sundial.http jobs POST to it, and it records each attempt's run outside
+// Redis, by job and fencing token, so a test can check from outside that
+// no two runs of one job overlapped in time.
+package runsink
 
 import (
 	"net"
@@ -11,8 +15,7 @@ import (
 	"time"
 )
 
-// sink is the downstream system of the soak's "fenced" jobs: sundial.http
-// jobs POST to it, and it records each attempt's run outside Redis — when it
+// Sink is the downstream system: sundial.http jobs POST to its URL, and it records each attempt's run outside Redis — when it
 // started and ended, by the job's id and the attempt's fencing token
 // (headers Sundial-Job-Id and Sundial-Fencing-Token). It holds each request
 // for the ms its URL asks (a short piece of work), and it fences as a
@@ -21,9 +24,10 @@ import (
 // newer token arrives is aborted (409). Runs are the requests it answered
 // 200 (committed) and those whose worker hung up half-way (stopped): no two
 // of one job may overlap in time.
-type sink struct {
+type Sink struct {
 	srv *http.Server
-	url string
+	// URL is the sink's base URL; jobs POST to URL + "/run?ms=N".
+	URL string
 
 	mu      sync.Mutex
 	newest  map[string]int64 // job → the highest fence seen
@@ -38,12 +42,13 @@ type run struct {
 	stopped    bool // its worker hung up before the answer: not committed
 }
 
-func startSink(t *testing.T) *sink {
+// Start starts a sink on a free loopback port; the test's cleanup stops it.
+func Start(t testing.TB) *Sink {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &sink{url: "http://" + ln.Addr().String(), newest: map[string]int64{}, runs: map[string][]run{}, aborted: map[string]chan struct{}{}}
+	s := &Sink{URL: "http://" + ln.Addr().String(), newest: map[string]int64{}, runs: map[string][]run{}, aborted: map[string]chan struct{}{}}
 	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
 	t.Cleanup(func() { _ = s.srv.Close() })
@@ -57,7 +62,7 @@ func fenceOf(token string) (int64, bool) {
 	return n, ok && err == nil
 }
 
-func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
+func (s *Sink) serve(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := r.Header.Get("Sundial-Job-Id")
 	fence, ok := fenceOf(r.Header.Get("Sundial-Fencing-Token"))
@@ -121,7 +126,7 @@ func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-func (s *sink) forget(key string, abort chan struct{}) {
+func (s *Sink) forget(key string, abort chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.aborted[key] == abort {
@@ -129,9 +134,10 @@ func (s *sink) forget(key string, abort chan struct{}) {
 	}
 }
 
-// overlaps counts, over every job, the pairs of runs that
-// overlap in time, and reports each to t.
-func (s *sink) overlaps(t *testing.T) (n, committed, fenced int) {
+// Overlaps counts, over every job, the pairs of runs that overlap in time
+// (reporting each to t), the runs committed, and the requests refused for a
+// newer token.
+func (s *Sink) Overlaps(t testing.TB) (n, committed, fenced int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, rs := range s.runs {
@@ -151,4 +157,17 @@ func (s *sink) overlaps(t *testing.T) (n, committed, fenced int) {
 		}
 	}
 	return n, committed, s.fenced
+}
+
+// Fences returns every fence a run was recorded under, over all jobs.
+func (s *Sink) Fences() []int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int64
+	for _, rs := range s.runs {
+		for _, r := range rs {
+			out = append(out, r.fence)
+		}
+	}
+	return out
 }
