@@ -45,5 +45,7 @@ export default defineConfig({
     environment: "node",
     include: ["src/**/*.test.{ts,tsx}"],
     setupFiles: ["src/test/setup.ts"],
+    // contrast.test.ts reads the stylesheet (styles.css?raw).
+    css: { include: [/styles\.css/] },
   },
 });

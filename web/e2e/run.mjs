@@ -1,11 +1,12 @@
 // End-to-end run of the dashboard in Debian's Chromium (playwright-core)
 // against a real stack (stack.mjs): the flows of issue 11, screenshots of
-// every page in both themes into docs/screenshots/, and the performance
-// measurement at 1,000 events/s. Exits non-zero when a flow fails.
+// every page in both themes into docs/screenshots/, axe-core over every page
+// in both themes (a11y.mjs), and the performance measurement at 1,000
+// events/s. Exits non-zero when a flow fails.
 //
 //   node e2e/run.mjs                     everything (PERF_SECONDS=30 by default)
 //   PERF_SECONDS=300 node e2e/run.mjs    the five-minute measurement
-//   E2E_ONLY=flows|limits|screenshots|perf   one part (comma-separated for several;
+//   E2E_ONLY=flows|limits|screenshots|a11y|perf   one part (comma-separated for several;
 //                                        limits is the limits flow alone, also part of flows)
 //   E2E_SHOTS=queues,job-throttled,...   only these screenshots
 //   CHROMIUM=/path/to/chromium           another browser binary
@@ -15,6 +16,7 @@ import { mkdirSync, writeFileSync, existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Stack, waitFor } from "./stack.mjs";
+import { axePage, describe, failing } from "./a11y.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, "../..");
@@ -76,6 +78,10 @@ try {
   if (want("screenshots")) {
     console.log("== e2e: screenshots");
     await screenshots(browser);
+  }
+  if (want("a11y")) {
+    console.log("== e2e: accessibility (axe-core, WCAG 2.1 A/AA), every page in both themes");
+    await a11y(browser);
   }
   if (want("perf")) {
     console.log(`== e2e: performance, 1,000 events/s for ${perfSeconds} s`);
@@ -214,7 +220,7 @@ async function limitsFlow(page) {
     await page.goto(base + "/queues");
     await page.locator('[data-testid=connection][data-state=ok]').waitFor();
     const card = page.locator('article[data-queue="e2e"]');
-    await card.getByRole("button", { name: "Add a limit to e2e" }).click();
+    await card.getByRole("button", { name: "Add limit to e2e" }).click();
     const form = card.getByRole("form", { name: "New limit on e2e" });
     await form.getByLabel("Name", { exact: true }).fill("e2e-one");
     await form.getByLabel("Types", { exact: true }).fill("sundial.sleep");
@@ -305,12 +311,16 @@ async function seed() {
   return { parent, child, throttled };
 }
 
-async function screenshots(browser) {
-  mkdirSync(shots, { recursive: true });
-  let seeded;
-  await step("seed data for the screenshots", async () => { seeded = await seed(); });
-  if (!seeded) return;
-  const pages = [
+// The seeded data, made once for the screenshots and the accessibility run
+// (a function declaration: the run above calls it before this line).
+function seedOnce() {
+  seedOnce.done ??= seed();
+  return seedOnce.done;
+}
+
+// Every page of the dashboard: [name, URL, heading], from the seeded data.
+function pageList(seeded) {
+  return [
     ["overview", "/?window=15m", "Overview"],
     ["jobs", "/jobs", "Jobs"],
     ["job", `/jobs/${seeded.parent.id}`, /Job /],
@@ -322,25 +332,38 @@ async function screenshots(browser) {
     ["workers", "/workers", "Workers"],
     ["submit", "/submit", "Submit a job"],
   ];
+}
+
+/** open loads a page of pageList and waits until its data is on it. */
+async function open(page, name, url, heading) {
+  await page.goto(stack.base + url);
+  await page.getByRole("heading", { name: heading }).first().waitFor();
+  await page.locator('[data-testid=connection][data-state=ok]').waitFor();
+  if (name === "jobs" || name === "dead-letters") await page.locator("[data-job]").first().waitFor({ timeout: 20_000 });
+  if (name === "job-throttled") await page.getByTestId("job-throttled-by").waitFor();
+  if (name === "queues") await page.locator('tr[data-limit="one-sleep"]').waitFor();
+  if (name === "job") await page.getByTestId("timeline").locator("li").first().waitFor({ timeout: 20_000 });
+  if (name === "schedule-edit" || name === "schedule-new") await page.getByTestId("preview").locator("li").nth(4).waitFor();
+  if (name === "workers") {
+    await page.getByRole("table", { name: "Workers" }).locator("tbody tr").nth(1).waitFor();
+    await page.locator('tr[data-reader="poller"]').waitFor(); // the stack's poller, a registered reader
+  }
+  if (name === "overview") await page.locator(".chart canvas").first().waitFor();
+}
+
+async function screenshots(browser) {
+  mkdirSync(shots, { recursive: true });
+  let seeded;
+  await step("seed data for the screenshots", async () => { seeded = await seedOnce(); });
+  if (!seeded) return;
+  const pages = pageList(seeded);
   for (const theme of ["light", "dark"]) {
     const ctx = await browser.newContext({ viewport: { width: 1366, height: 860 }, colorScheme: theme });
     const page = await ctx.newPage();
     for (const [name, url, heading] of pages) {
       if (!wantShot(name)) continue;
       await step(`screenshot ${name} (${theme})`, async () => {
-        await page.goto(stack.base + url);
-        await page.getByRole("heading", { name: heading }).first().waitFor();
-        await page.locator('[data-testid=connection][data-state=ok]').waitFor();
-        if (name === "jobs" || name === "dead-letters") await page.locator("[data-job]").first().waitFor({ timeout: 20_000 });
-        if (name === "job-throttled") await page.getByTestId("job-throttled-by").waitFor();
-        if (name === "queues") await page.locator('tr[data-limit="one-sleep"]').waitFor();
-        if (name === "job") await page.getByTestId("timeline").locator("li").first().waitFor({ timeout: 20_000 });
-        if (name === "schedule-edit") await page.getByTestId("preview").locator("li").nth(4).waitFor();
-        if (name === "workers") {
-          await page.getByRole("table", { name: "Workers" }).locator("tbody tr").nth(1).waitFor();
-          await page.locator('tr[data-reader="poller"]').waitFor(); // the stack's poller, a registered reader
-        }
-        if (name === "overview") await page.locator(".chart canvas").first().waitFor();
+        await open(page, name, url, heading);
         await page.screenshot({ path: path.join(shots, `${name}-${theme}.png`) });
       });
     }
@@ -374,6 +397,65 @@ async function screenshots(browser) {
     });
   }
   await phone.close();
+}
+
+// ---------------------------------------------------------------- accessibility
+
+// a11y runs axe-core over every page of pageList, a few more pages and the
+// dialogs, in the light and the dark theme (the browser's colour scheme).
+// Any violation of impact serious or critical fails that page's step.
+async function a11y(browser) {
+  mkdirSync(outDir, { recursive: true });
+  let seeded;
+  await step("seed data for the accessibility run", async () => { seeded = await seedOnce(); });
+  if (!seeded) return;
+  const pages = [
+    ...pageList(seeded).map(([name, url, heading]) => ({ name, url, heading })),
+    { name: "schedule-new", url: "/schedules/new", heading: "New schedule" },
+    { name: "dead-letters-all", url: "/dead", heading: "Dead letters" },
+    { name: "jobs-filtered", url: "/jobs?queue=e2e&state=dead", heading: "Jobs", then: (p) => p.locator("[data-job]").first().waitFor({ timeout: 20_000 }) },
+    { name: "not-found", url: "/no-such-page", heading: "Not found" },
+    { name: "limit-form", url: "/queues", heading: "Queues", as: "queues", then: async (p) => {
+      await p.getByRole("button", { name: "Add limit to default" }).click();
+      await p.getByRole("form", { name: "New limit on default" }).waitFor();
+    } },
+    { name: "confirm-dialog", url: "/dead/e2e", heading: "Dead letters", as: "dead-letters", then: async (p) => {
+      await p.locator("[data-job]").first().getByRole("checkbox").check();
+      await p.getByRole("button", { name: "Retry selected" }).click();
+      await p.getByRole("dialog", { name: "Retry dead jobs?" }).waitFor();
+    } },
+    { name: "api-key-dialog", url: "/", heading: "Overview", as: "overview", then: async (p) => {
+      await p.getByRole("button", { name: "Key" }).click();
+      await p.getByRole("dialog", { name: "API key" }).waitFor();
+    } },
+  ];
+  // Both themes on a laptop, and both on a phone, where wide tables scroll.
+  const views = [
+    { label: "", theme: "light", viewport: { width: 1366, height: 860 } },
+    { label: "", theme: "dark", viewport: { width: 1366, height: 860 } },
+    { label: ", phone", theme: "light", viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true },
+    { label: ", phone", theme: "dark", viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true },
+  ];
+  const report = [];
+  for (const { label, theme, ...view } of views) {
+    const ctx = await browser.newContext({ ...view, colorScheme: theme, bypassCSP: true });
+    const page = await ctx.newPage();
+    page.setDefaultTimeout(20_000);
+    for (const pg of pages) {
+      await step(`axe ${pg.name} (${theme}${label})`, async () => {
+        await open(page, pg.as ?? pg.name, pg.url, pg.heading);
+        if (pg.then) await pg.then(page);
+        const { violations, incomplete } = await axePage(page);
+        const bad = violations.filter((v) => failing.has(v.impact));
+        report.push({ page: pg.name, url: pg.url, theme, phone: !!label, violations, incomplete });
+        const others = violations.filter((v) => !failing.has(v.impact));
+        if (others.length) console.log(`       ${others.length} minor or moderate: ${others.map((v) => v.id).join(", ")}`);
+        check(bad.length === 0, `${bad.length} serious or critical violations:\n    ${describe(bad)}`);
+      });
+    }
+    await ctx.close();
+  }
+  writeFileSync(path.join(outDir, "a11y.json"), JSON.stringify(report, null, 2));
 }
 
 // ---------------------------------------------------------------- performance

@@ -44,59 +44,62 @@ export function JobTable({ jobs, label, selected, onSelect, showError, footer }:
     else next.add(id);
     onSelect(next);
   };
+  // The footer ("Load more") is below the table, not in it: a table holds rows only.
   return (
-    <div className={showError ? "vtable with-error" : "vtable"} role="table" aria-label={label} aria-rowcount={jobs.length + 1}>
-      <div className="vrow vhead" role="row">
-        <span role="columnheader" className="c-check">
-          <input
-            type="checkbox"
-            aria-label="Select all loaded rows"
-            checked={allSelected}
-            onChange={() => onSelect(allSelected ? new Set() : new Set(jobs.map((j) => j.id)))}
-          />
-        </span>
-        <span role="columnheader" className="c-id">id</span>
-        <span role="columnheader" className="c-state">state</span>
-        <span role="columnheader" className="c-queue">queue</span>
-        <span role="columnheader" className="c-type">type</span>
-        <span role="columnheader" className="c-attempt">attempt</span>
-        <span role="columnheader" className="c-time">created</span>
-        {showError ? <span role="columnheader" className="c-error">last error</span> : null}
-      </div>
-      <div className="vbody" ref={scroller}>
-        <div style={{ height: v.getTotalSize(), position: "relative" }}>
-          {v.getVirtualItems().map((item) => {
-            const j = jobs[item.index];
-            const state = rowState(j, live);
-            return (
-              <div
-                key={j.id}
-                className={selected.has(j.id) ? "vrow selected" : "vrow"}
-                role="row"
-                aria-rowindex={item.index + 2}
-                aria-selected={selected.has(j.id)}
-                data-job={j.id}
-                style={{ position: "absolute", top: 0, left: 0, right: 0, height: rowHeight, transform: `translateY(${item.start}px)` }}
-              >
-                <span role="cell" className="c-check">
-                  <input type="checkbox" aria-label={`Select job ${j.id}`} checked={selected.has(j.id)} onChange={() => toggle(j.id)} />
-                </span>
-                <span role="cell" className="c-id mono"><Link href={`/jobs/${j.id}`}>{j.id}</Link></span>
-                <span role="cell" className="c-state"><StateBadge state={state} /></span>
-                <span role="cell" className="c-queue">
-                  {j.queue}
-                  {j.group ? <span className="chip group-chip" title={`group ${j.group}`}>{j.group}</span> : null}
-                </span>
-                <span role="cell" className="c-type mono">{j.type}</span>
-                <span role="cell" className="c-attempt">{j.attempt}/{j.max_attempts}</span>
-                <span role="cell" className="c-time" title={j.created_at}>{ago(j.created_at)}</span>
-                {showError ? <span role="cell" className="c-error" title={j.last_error}>{j.last_error}</span> : null}
-              </div>
-            );
-          })}
+    <div className={showError ? "vtable with-error" : "vtable"}>
+      <div role="table" aria-label={label} aria-rowcount={jobs.length + 1}>
+        <div className="vrow vhead" role="row">
+          <span role="columnheader" className="c-check">
+            <input
+              type="checkbox"
+              aria-label="Select all loaded rows"
+              checked={allSelected}
+              onChange={() => onSelect(allSelected ? new Set() : new Set(jobs.map((j) => j.id)))}
+            />
+          </span>
+          <span role="columnheader" className="c-id">id</span>
+          <span role="columnheader" className="c-state">state</span>
+          <span role="columnheader" className="c-queue">queue</span>
+          <span role="columnheader" className="c-type">type</span>
+          <span role="columnheader" className="c-attempt">attempt</span>
+          <span role="columnheader" className="c-time">created</span>
+          {showError ? <span role="columnheader" className="c-error">last error</span> : null}
         </div>
-        {footer}
+        <div className="vbody" ref={scroller}>
+          <div style={{ height: v.getTotalSize(), position: "relative" }}>
+            {v.getVirtualItems().map((item) => {
+              const j = jobs[item.index];
+              const state = rowState(j, live);
+              return (
+                <div
+                  key={j.id}
+                  className={selected.has(j.id) ? "vrow selected" : "vrow"}
+                  role="row"
+                  aria-rowindex={item.index + 2}
+                  aria-selected={selected.has(j.id)}
+                  data-job={j.id}
+                  style={{ position: "absolute", top: 0, left: 0, right: 0, height: rowHeight, transform: `translateY(${item.start}px)` }}
+                >
+                  <span role="cell" className="c-check">
+                    <input type="checkbox" aria-label={`Select job ${j.id}`} checked={selected.has(j.id)} onChange={() => toggle(j.id)} />
+                  </span>
+                  <span role="cell" className="c-id mono"><Link href={`/jobs/${j.id}`}>{j.id}</Link></span>
+                  <span role="cell" className="c-state"><StateBadge state={state} /></span>
+                  <span role="cell" className="c-queue">
+                    {j.queue}
+                    {j.group ? <span className="chip group-chip" title={`group ${j.group}`}>{j.group}</span> : null}
+                  </span>
+                  <span role="cell" className="c-type mono">{j.type}</span>
+                  <span role="cell" className="c-attempt">{j.attempt}/{j.max_attempts}</span>
+                  <span role="cell" className="c-time" title={j.created_at}>{ago(j.created_at)}</span>
+                  {showError ? <span role="cell" className="c-error" title={j.last_error}>{j.last_error}</span> : null}
+                </div>
+              );
+            })}
+          </div>
+        </div>
       </div>
+      {footer}
     </div>
   );
 }

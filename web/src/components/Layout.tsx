@@ -62,7 +62,7 @@ export function Layout({ children }: { children: ReactNode }) {
             aria-label={theme === "dark" ? "Switch to the light theme" : "Switch to the dark theme"}
             title="Theme"
           >
-            {theme === "dark" ? "☀" : "☾"}
+            <span aria-hidden="true">{theme === "dark" ? "☀" : "☾"}</span>
           </button>
         </div>
       </header>

@@ -8,7 +8,7 @@ import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { api, ApiError } from "../api/client";
 import type { Limit, LimitStatus } from "../api/types";
 import { Field } from "../pages/ScheduleForm";
-import { Confirm, ErrorBanner } from "./ui";
+import { Confirm, ErrorBanner, TableWrap } from "./ui";
 import { intIn, typeRe } from "../lib/validate";
 import { num } from "../lib/format";
 
@@ -193,14 +193,14 @@ export function Limits({ queue, limits }: { queue: string; limits: LimitStatus[]
     <section className="limits" aria-label={`Limits of ${queue}`}>
       <div className="limits-head">
         <h3>Limits</h3>
-        <button type="button" className="small" onClick={() => setEditing("")} disabled={editing === ""} aria-label={`Add a limit to ${queue}`}>
+        <button type="button" className="small" onClick={() => setEditing("")} disabled={editing === ""} aria-label={`Add limit to ${queue}`}>
           Add limit
         </button>
       </div>
       {limits.length === 0 ? (
         <p className="muted">No limits: every queued job may start.</p>
       ) : (
-        <div className="table-wrap">
+        <TableWrap label={`Limits of ${queue}`}>
           <table className="grid compact" aria-label={`Limits of ${queue}`}>
             <thead>
               <tr>
@@ -232,7 +232,7 @@ export function Limits({ queue, limits }: { queue: string; limits: LimitStatus[]
               ))}
             </tbody>
           </table>
-        </div>
+        </TableWrap>
       )}
       {editing !== null && (editing === "" || current) ? (
         <LimitEditor key={editing} queue={queue} initial={current} onDone={() => setEditing(null)} />

@@ -81,7 +81,7 @@ describe("Limits table", () => {
   it("creates a limit, checking as you type", async () => {
     const calls = mockFetch({ "PUT /v1/queues/mail/limits/slow": [201, { name: "slow", concurrency: 2, active: 0, throttled: 0 }] });
     renderAt(<Limits queue="mail" limits={[]} />);
-    fireEvent.click(screen.getByRole("button", { name: "Add a limit to mail" }));
+    fireEvent.click(screen.getByRole("button", { name: "Add limit to mail" }));
     const form = screen.getByRole("form", { name: "New limit on mail" });
     fireEvent.click(within(form).getByRole("button", { name: "Create limit" }));
     expect(calls).toHaveLength(0);

@@ -73,7 +73,7 @@ export function DeadLetters({ queue }: { queue?: string }) {
             </div>
           ) : null}
           <ErrorBanner error={list.error} />
-          <div className="toolbar" aria-label="Dead-letter actions">
+          <div className="toolbar" role="group" aria-label="Dead-letter actions">
             <span>{selected.size} selected</span>
             <button type="button" disabled={selected.size === 0} onClick={() => setAction({ kind: "retry", all: false })}>Retry selected</button>
             <button type="button" disabled={selected.size === 0} onClick={() => setAction({ kind: "purge", all: false })} className="danger-outline">Purge selected</button>

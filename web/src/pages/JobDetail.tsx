@@ -7,7 +7,7 @@ import { Link } from "wouter";
 import { api, describeError } from "../api/client";
 import { finalStates, type JobEvent, type StreamEvent } from "../api/types";
 import { useLive } from "../live/store";
-import { Confirm, ErrorBanner, JsonBlock, StateBadge } from "../components/ui";
+import { Confirm, ErrorBanner, JsonBlock, Pre, StateBadge } from "../components/ui";
 import { ago, when } from "../lib/format";
 
 /** mergeTimeline joins the recorded history with events the stream showed, oldest first, without repeats. */
@@ -142,7 +142,7 @@ export function JobDetail({ id }: { id: string }) {
           <h2>Result</h2>
           <JsonBlock value={j.result} label="Result" />
           <h2>Last error</h2>
-          {j.last_error ? <pre className="json error-text">{j.last_error}</pre> : <p className="muted">none</p>}
+          {j.last_error ? <Pre label="Last error" className="error-text">{j.last_error}</Pre> : <p className="muted">none</p>}
         </section>
         <section aria-labelledby="timeline" className="timeline-section">
           <h2 id="timeline">Timeline</h2>

@@ -159,7 +159,7 @@ export function Jobs() {
         </div>
       ) : null}
 
-      <div className="toolbar" aria-label="Selection">
+      <div className="toolbar" role="group" aria-label="Selection">
         <span>{selected.size} selected</span>
         <button type="button" disabled={selected.size === 0} onClick={() => setAction("cancel")}>Cancel selected</button>
         <button type="button" disabled={selected.size === 0} onClick={() => setAction("retry")}>Retry selected</button>

@@ -9,7 +9,7 @@ import { api } from "../api/client";
 import { useLive } from "../live/store";
 import { mergeMinutes, totals, type MinuteTally } from "../live/reduce";
 import { Chart } from "../components/Chart";
-import { ErrorBanner, Stat, Empty } from "../components/ui";
+import { ErrorBanner, Stat, Empty, TableWrap } from "../components/ui";
 import { duration, num, rate } from "../lib/format";
 import { useParams } from "../lib/params";
 import type { QueueStats } from "../api/types";
@@ -104,7 +104,7 @@ export function Overview() {
       {queues.length === 0 ? (
         <Empty>No queues yet. <Link href="/submit">Submit a job</Link> to create one.</Empty>
       ) : (
-        <div className="table-wrap">
+        <TableWrap label="Queues">
           <table className="grid" aria-label="Queues">
             <thead>
               <tr>
@@ -141,7 +141,7 @@ export function Overview() {
               ))}
             </tbody>
           </table>
-        </div>
+        </TableWrap>
       )}
     </>
   );

@@ -6,7 +6,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { Link, useLocation } from "wouter";
 import { api, describeError } from "../api/client";
 import type { Schedule } from "../api/types";
-import { Confirm, Empty, ErrorBanner } from "../components/ui";
+import { Confirm, Empty, ErrorBanner, TableWrap } from "../components/ui";
 import { ago, shortId, when } from "../lib/format";
 
 export function timing(s: Schedule): string {
@@ -59,7 +59,7 @@ export function Schedules() {
       {schedules.length === 0 && !list.isLoading ? (
         <Empty>No schedules. <Link href="/schedules/new">Create one</Link> to submit a job again and again.</Empty>
       ) : (
-        <div className="table-wrap">
+        <TableWrap label="Schedules">
           <table className="grid" aria-label="Schedules">
             <thead>
               <tr>
@@ -97,7 +97,7 @@ export function Schedules() {
                       </label>
                     </td>
                     <td className="actions">
-                      <button type="button" className="small" onClick={() => trigger.mutate(s.id)} aria-label={`Trigger ${s.id} now`}>Trigger now</button>
+                      <button type="button" className="small" onClick={() => trigger.mutate(s.id)} aria-label={`Trigger now: ${s.id}`}>Trigger now</button>
                       <button type="button" className="small" onClick={() => navigate(`/schedules/${s.id}/edit`)} aria-label={`Edit ${s.id}`}>Edit</button>
                       <button type="button" className="small danger-outline" onClick={() => setDeleting(s.id)} aria-label={`Delete ${s.id}`}>Delete</button>
                     </td>
@@ -106,7 +106,7 @@ export function Schedules() {
               })}
             </tbody>
           </table>
-        </div>
+        </TableWrap>
       )}
       <Confirm
         open={deleting !== null}

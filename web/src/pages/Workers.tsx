@@ -5,7 +5,7 @@ import { useQuery } from "@tanstack/react-query";
 import { Link } from "wouter";
 import { api } from "../api/client";
 import { useLive } from "../live/store";
-import { Empty, ErrorBanner } from "../components/ui";
+import { Empty, ErrorBanner, TableWrap } from "../components/ui";
 import { ago, num, shortId, when } from "../lib/format";
 
 export function Workers() {
@@ -22,7 +22,7 @@ export function Workers() {
       {workers.length === 0 && !q.isLoading ? (
         <Empty>No worker has sent a heartbeat in the last 15 seconds.</Empty>
       ) : (
-        <div className="table-wrap">
+        <TableWrap label="Workers">
           <table className="grid" aria-label="Workers">
             <thead>
               <tr>
@@ -62,7 +62,7 @@ export function Workers() {
               ))}
             </tbody>
           </table>
-        </div>
+        </TableWrap>
       )}
       <StorageFormat />
     </>
@@ -116,7 +116,7 @@ function StorageFormat() {
       {st && readers.length === 0 ? (
         <Empty>No API, worker or poller is registered as a reader.</Empty>
       ) : readers.length > 0 ? (
-        <div className="table-wrap">
+        <TableWrap label="Readers of the storage format">
           <table className="grid" aria-label="Readers of the storage format">
             <thead>
               <tr>
@@ -143,7 +143,7 @@ function StorageFormat() {
               ))}
             </tbody>
           </table>
-        </div>
+        </TableWrap>
       ) : null}
     </section>
   );
