@@ -1,0 +1,230 @@
+// The client: jobs, queues, schedules and limits over the REST API
+// (docs/api.md).
+import { WaitTimeoutError } from './errors.js';
+import { sleep, Transport, type TransportOptions } from './transport.js';
+import {
+  FINAL_STATES,
+  type Job,
+  type JobEvent,
+  type JobPage,
+  type JobSpec,
+  type Limit,
+  type LimitSpec,
+  type QueueStats,
+  type Schedule,
+  type ScheduleSpec,
+  type WorkerInfo,
+} from './types.js';
+import type { operations } from './openapi.js';
+
+/** Options of one call. */
+export interface CallOptions {
+  /** Aborts the call and its retries. */
+  signal?: AbortSignal;
+}
+
+/** What Client.wait takes. */
+export interface WaitOptions extends CallOptions {
+  /** How long to wait for a final state, in ms (default 60 000). */
+  timeoutMs?: number;
+  /** The first interval between reads, in ms (default 50), growing to maxPollMs. */
+  pollMs?: number;
+  /** The longest interval between reads, in ms (default 1000). */
+  maxPollMs?: number;
+}
+
+/** The filters of the history search (GET /v1/jobs), from the OpenAPI document. */
+export type SearchQuery = NonNullable<operations['searchJobs']['parameters']['query']>;
+
+const seg = (s: string): string => encodeURIComponent(s);
+
+/** A client of the Sundial API. Every error answer rejects with a subclass
+ * of ApiError (status, code, field, requestId); 429 and 503 are retried
+ * with backoff first, honouring Retry-After. */
+export class Client {
+  readonly transport: Transport;
+
+  constructor(opts: TransportOptions = {}) {
+    this.transport = new Transport(opts);
+  }
+
+  get url(): string {
+    return this.transport.url;
+  }
+
+  // Jobs
+
+  /** Submits one job and resolves with it (with an idempotency key seen in
+   * the queue within 24 h: the earlier job). A submit with an idempotency
+   * key is safe to repeat, so it is also sent again after a broken
+   * connection. */
+  async submit(spec: JobSpec, opts: CallOptions = {}): Promise<Job> {
+    const idempotent = Boolean(spec.idempotency_key);
+    return (await this.transport.request<Job>('POST', '/v1/jobs', { body: spec, idempotent, ...opts })).body;
+  }
+
+  /** Submits up to 1000 jobs of one queue at once, all or nothing; "#n" in
+   * depends_on names job n of the batch. Resolves with the jobs in order. */
+  async submitBatch(specs: readonly JobSpec[], opts: CallOptions = {}): Promise<Job[]> {
+    const idempotent = specs.every((s) => Boolean(s.idempotency_key));
+    const res = await this.transport.request<{ jobs: Job[] }>('POST', '/v1/jobs/batch', { body: { jobs: specs }, idempotent, ...opts });
+    return res.body.jobs;
+  }
+
+  /** The job as it is now (NotFoundError when unknown). */
+  async get(id: string, opts: CallOptions = {}): Promise<Job> {
+    return (await this.transport.request<Job>('GET', `/v1/jobs/${seg(id)}`, opts)).body;
+  }
+
+  /** Reads the job until it is in a final state (succeeded, dead,
+   * cancelled) and resolves with it; rejects with WaitTimeoutError after
+   * timeoutMs. */
+  async wait(id: string, opts: WaitOptions = {}): Promise<Job> {
+    const timeoutMs = opts.timeoutMs ?? 60_000;
+    const deadline = Date.now() + timeoutMs;
+    let poll = opts.pollMs ?? 50;
+    const maxPoll = opts.maxPollMs ?? 1000;
+    for (;;) {
+      const job = await this.get(id, opts);
+      if (FINAL_STATES.has(job.state)) return job;
+      const left = deadline - Date.now();
+      if (left <= 0) throw new WaitTimeoutError(id, timeoutMs, job);
+      await sleep(Math.min(poll, left), opts.signal);
+      poll = Math.min(maxPoll, poll * 1.5);
+    }
+  }
+
+  /** Cancels a job that has not ended (an active one is stopped by its
+   * worker); ConflictError in a final state. */
+  async cancel(id: string, opts: CallOptions = {}): Promise<Job> {
+    return (await this.transport.request<Job>('POST', `/v1/jobs/${seg(id)}/cancel`, opts)).body;
+  }
+
+  /** Queues a dead or cancelled job again, attempt 0; else ConflictError. */
+  async retry(id: string, opts: CallOptions = {}): Promise<Job> {
+    return (await this.transport.request<Job>('POST', `/v1/jobs/${seg(id)}/retry`, opts)).body;
+  }
+
+  /** The job's events from the history store, oldest first (503 without one). */
+  async events(id: string, opts: CallOptions = {}): Promise<JobEvent[]> {
+    return (await this.transport.request<{ events: JobEvent[] }>('GET', `/v1/jobs/${seg(id)}/events`, opts)).body.events;
+  }
+
+  /** One page of the history search, newest first. Needs the history store
+   * (UnavailableError without one). */
+  async search(query: SearchQuery = {}, opts: CallOptions = {}): Promise<JobPage> {
+    return (await this.transport.request<JobPage>('GET', '/v1/jobs', { query: { ...query }, ...opts })).body;
+  }
+
+  /** Every job the search finds, page after page. */
+  async *searchAll(query: Omit<SearchQuery, 'cursor'> = {}, opts: CallOptions = {}): AsyncGenerator<Job, void, undefined> {
+    let cursor: string | undefined;
+    do {
+      const page: JobPage = await this.search(cursor ? { ...query, cursor } : query, opts);
+      yield* page.jobs;
+      cursor = page.next_cursor || undefined;
+    } while (cursor);
+  }
+
+  // Queues
+
+  /** Every known queue's counts, sorted by name. */
+  async queues(opts: CallOptions = {}): Promise<QueueStats[]> {
+    return (await this.transport.request<{ queues: QueueStats[] }>('GET', '/v1/queues', opts)).body.queues;
+  }
+
+  /** One queue's counts (NotFoundError when unknown). */
+  async queue(name: string, opts: CallOptions = {}): Promise<QueueStats> {
+    return (await this.transport.request<QueueStats>('GET', `/v1/queues/${seg(name)}`, opts)).body;
+  }
+
+  /** Pauses a queue (creating it when unknown); resolves with its counts. */
+  async pause(name: string, opts: CallOptions = {}): Promise<QueueStats> {
+    return (await this.transport.request<QueueStats>('POST', `/v1/queues/${seg(name)}/pause`, { idempotent: true, ...opts })).body;
+  }
+
+  /** Resumes a paused queue (NotFoundError when unknown). */
+  async resume(name: string, opts: CallOptions = {}): Promise<QueueStats> {
+    return (await this.transport.request<QueueStats>('POST', `/v1/queues/${seg(name)}/resume`, { idempotent: true, ...opts })).body;
+  }
+
+  /** One page of a queue's dead jobs, newest first. */
+  async dead(name: string, page: { limit?: number; cursor?: string } = {}, opts: CallOptions = {}): Promise<JobPage> {
+    return (await this.transport.request<JobPage>('GET', `/v1/queues/${seg(name)}/dead`, { query: { ...page }, ...opts })).body;
+  }
+
+  /** Queues a queue's dead jobs again (those named, or all); resolves with how many. */
+  async retryDead(name: string, ids?: readonly string[], opts: CallOptions = {}): Promise<number> {
+    const body = ids ? { ids } : undefined;
+    return (await this.transport.request<{ retried: number }>('POST', `/v1/queues/${seg(name)}/dead/retry`, { body, ...opts })).body.retried;
+  }
+
+  /** Deletes a queue's dead jobs (those named, or all); resolves with how many. */
+  async purgeDead(name: string, ids?: readonly string[], opts: CallOptions = {}): Promise<number> {
+    const body = ids ? { ids } : undefined;
+    return (await this.transport.request<{ deleted: number }>('DELETE', `/v1/queues/${seg(name)}/dead`, { body, ...opts })).body.deleted;
+  }
+
+  // Schedules
+
+  /** Creates or replaces a schedule; resolves with it. */
+  async putSchedule(id: string, schedule: ScheduleSpec, opts: CallOptions = {}): Promise<Schedule> {
+    return (await this.transport.request<Schedule>('PUT', `/v1/schedules/${seg(id)}`, { body: schedule, ...opts })).body;
+  }
+
+  async getSchedule(id: string, opts: CallOptions = {}): Promise<Schedule> {
+    return (await this.transport.request<Schedule>('GET', `/v1/schedules/${seg(id)}`, opts)).body;
+  }
+
+  /** Every schedule, ordered by id (only those whose jobs go to queue when given). */
+  async schedules(filter: { queue?: string } = {}, opts: CallOptions = {}): Promise<Schedule[]> {
+    const res = await this.transport.request<{ schedules: Schedule[] }>('GET', '/v1/schedules', { query: { ...filter }, ...opts });
+    return res.body.schedules;
+  }
+
+  /** Changes a schedule with a JSON merge patch (null removes a member). */
+  async patchSchedule(id: string, patch: Record<string, unknown>, opts: CallOptions = {}): Promise<Schedule> {
+    return (await this.transport.request<Schedule>('PATCH', `/v1/schedules/${seg(id)}`, { body: patch, ...opts })).body;
+  }
+
+  async deleteSchedule(id: string, opts: CallOptions = {}): Promise<void> {
+    await this.transport.request<undefined>('DELETE', `/v1/schedules/${seg(id)}`, opts);
+  }
+
+  /** Submits the schedule's job now; resolves with the job. */
+  async triggerSchedule(id: string, opts: CallOptions = {}): Promise<Job> {
+    return (await this.transport.request<Job>('POST', `/v1/schedules/${seg(id)}/trigger`, opts)).body;
+  }
+
+  /** The next five fire times of a timing, without storing anything. */
+  async previewSchedule(timing: { cron?: string; timezone?: string; every_seconds?: number }, opts: CallOptions = {}): Promise<string[]> {
+    const res = await this.transport.request<{ upcoming: string[] }>('POST', '/v1/schedules/preview', { body: timing, idempotent: true, ...opts });
+    return res.body.upcoming;
+  }
+
+  // Limits
+
+  /** Creates or replaces a limit of a queue; resolves with it. */
+  async setLimit(queue: string, name: string, limit: LimitSpec, opts: CallOptions = {}): Promise<Limit> {
+    return (await this.transport.request<Limit>('PUT', `/v1/queues/${seg(queue)}/limits/${seg(name)}`, { body: limit, ...opts })).body;
+  }
+
+  async getLimit(queue: string, name: string, opts: CallOptions = {}): Promise<Limit> {
+    return (await this.transport.request<Limit>('GET', `/v1/queues/${seg(queue)}/limits/${seg(name)}`, opts)).body;
+  }
+
+  async limits(queue: string, opts: CallOptions = {}): Promise<Limit[]> {
+    return (await this.transport.request<{ limits: Limit[] }>('GET', `/v1/queues/${seg(queue)}/limits`, opts)).body.limits;
+  }
+
+  async deleteLimit(queue: string, name: string, opts: CallOptions = {}): Promise<void> {
+    await this.transport.request<undefined>('DELETE', `/v1/queues/${seg(queue)}/limits/${seg(name)}`, opts);
+  }
+
+  // Workers
+
+  /** The live workers, Go and HTTP. */
+  async workers(opts: CallOptions = {}): Promise<WorkerInfo[]> {
+    return (await this.transport.request<{ workers: WorkerInfo[] }>('GET', '/v1/workers', opts)).body.workers;
+  }
+}

@@ -1,0 +1,28 @@
+// Sundial's TypeScript SDK: a client of the REST API and a worker that runs
+// jobs over the HTTP worker protocol. Node 18+, the global fetch, no
+// runtime dependencies.
+export { Client, type CallOptions, type SearchQuery, type WaitOptions } from './client.js';
+export {
+  ApiError,
+  apiError,
+  ConflictError,
+  InternalError,
+  InvalidArgumentError,
+  LeaseLostError,
+  NoRetry,
+  NotFoundError,
+  PayloadTooLargeError,
+  PermissionDeniedError,
+  RateLimitedError,
+  SundialError,
+  TransportError,
+  UnauthenticatedError,
+  UnavailableError,
+  UnsupportedMediaTypeError,
+  WaitTimeoutError,
+  type ApiErrorInit,
+  type ErrorCode,
+} from './errors.js';
+export { DEFAULT_URL, parseRetryAfter, Transport, type Answer, type RequestOptions, type TransportOptions } from './transport.js';
+export * from './types.js';
+export { consoleLogger, Worker, type Handler, type JobContext, type Logger, type WorkerOptions } from './worker.js';

@@ -1,0 +1,43 @@
+// Names for the API's objects. They come from src/openapi.ts, which
+// openapi-typescript generates from the served OpenAPI document
+// (pkg/httpapi/openapi.json; npm run generate): a test fails when it is not
+// up to date, so these types cannot drift from the API.
+import type { components } from './openapi.js';
+
+type Schemas = components['schemas'];
+
+/** A job, as every route answers it. */
+export type Job = Schemas['Job'];
+/** What POST /v1/jobs takes. */
+export type JobSpec = Schemas['JobSpec'];
+/** A job's state. */
+export type JobState = Job['state'];
+/** A job's event from the history store. */
+export type JobEvent = Schemas['JobEvent'];
+/** A page of jobs: {jobs, next_cursor}. */
+export type JobPage = Schemas['JobPage'];
+/** A queue's counts. */
+export type QueueStats = Schemas['QueueStats'];
+/** A recurring schedule. */
+export type Schedule = Schemas['Schedule'];
+/** What PUT /v1/schedules/{id} takes (the read-only fields are ignored). */
+export type ScheduleSpec = Schedule;
+/** A job template of a schedule. */
+export type JobTemplate = Schemas['JobTemplate'];
+/** A limit of a queue, with its active and throttled counts. */
+export type Limit = Schemas['Limit'];
+/** What PUT /v1/queues/{q}/limits/{name} takes. */
+export type LimitSpec = Schemas['LimitSpec'];
+/** A live worker of GET /v1/workers. */
+export type WorkerInfo = Schemas['Worker'];
+/** A claimed job's lease. */
+export type Lease = Schemas['Lease'];
+/** A job and its lease, as a claim answers them. */
+export type ClaimedJob = Schemas['ClaimedJob'];
+/** The fields of an error answer. */
+export type ErrorDetail = Schemas['ErrorDetail'];
+
+export type { components, operations, paths } from './openapi.js';
+
+/** The states a job does not leave on its own. */
+export const FINAL_STATES: ReadonlySet<JobState> = new Set<JobState>(['succeeded', 'dead', 'cancelled']);

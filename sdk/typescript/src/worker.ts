@@ -1,0 +1,419 @@
+// The worker: runs handlers for job types over the HTTP worker protocol
+// (docs/workers.md) with long-poll claims, leases renewed every third of
+// their TTL, progress, fencing tokens, and a graceful shutdown.
+import { hostname } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import { ApiError, ConflictError, InvalidArgumentError, LeaseLostError, NoRetry, TransportError } from './errors.js';
+import { isTransient, sleep, Transport, type TransportOptions } from './transport.js';
+import type { ClaimedJob, Job } from './types.js';
+
+/** What a handler gets: the job and its lease. */
+export interface JobContext<P = unknown> {
+  readonly id: string;
+  readonly type: string;
+  readonly queue: string;
+  readonly payload: P;
+  /** The attempt this is, from 1. */
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  /** The whole job as claimed. */
+  readonly job: Job;
+  /** The lease's fencing token: pass it to systems the handler writes to,
+   * so that they can refuse a stale attempt. */
+  readonly token: string;
+  /** The lease's length, in ms. */
+  readonly leaseTtlMs: number;
+  /** Aborted when the job must stop: its lease was lost (a heartbeat
+   * answered 409: reclaimed, cancelled, finished, or past its timeout), could
+   * not be renewed in time, or the worker's shutdown deadline passed. Its
+   * reason is a LeaseLostError. Nothing is reported for the job then. */
+  readonly signal: AbortSignal;
+  /** Reports progress (0..100, a short message): shown on the job and as a
+   * progress event; it also renews the lease. Rejects with LeaseLostError
+   * when the lease is gone; a failed report that does not say so is logged. */
+  progress(percent: number, message?: string): Promise<void>;
+  /** Throws LeaseLostError when the job must stop. */
+  check(): void;
+}
+
+/** A handler: resolves with the job's result (any JSON value). A thrown
+ * error fails the attempt (retried while attempts remain); NoRetry fails
+ * the job for good. */
+export type Handler<P = unknown, R = unknown> = (ctx: JobContext<P>) => Promise<R> | R;
+
+/** Where the worker writes what it does. */
+export interface Logger {
+  debug(message: string): void;
+  info(message: string): void;
+  warn(message: string): void;
+  error(message: string): void;
+}
+
+export interface WorkerOptions extends TransportOptions {
+  /** Queues to claim from, in order; default $SUNDIAL_QUEUES (comma-separated) or default. */
+  queues?: readonly string[];
+  /** How many jobs run at once (default 1). */
+  concurrency?: number;
+  /** The name in GET /v1/workers and in job events; default
+   * $SUNDIAL_WORKER_ID or node-<host>-<pid>. */
+  workerId?: string;
+  /** The claim's long poll, 0..60 s (default 20). */
+  waitSeconds?: number;
+  /** How long running jobs may finish after SIGTERM/SIGINT or stop(), in ms
+   * (default 30 000); the rest are given back (see run()). */
+  shutdownTimeoutMs?: number;
+  /** Stop on SIGTERM and SIGINT (default true). */
+  handleSignals?: boolean;
+  logger?: Logger;
+}
+
+const MAX_ERROR_BYTES = 64 << 10;
+
+/** The default logger: info and above to the console. */
+export const consoleLogger: Logger = {
+  debug: () => {},
+  info: (m) => console.log(`sundial: ${m}`),
+  warn: (m) => console.warn(`sundial: ${m}`),
+  error: (m) => console.error(`sundial: ${m}`),
+};
+
+function defaultWorkerId(): string {
+  const host = hostname().replace(/[^A-Za-z0-9_.:@-]/g, '-').slice(0, 80) || 'host';
+  return `node-${host}-${process.pid}`;
+}
+
+function messageOf(err: unknown): string {
+  let text = err instanceof Error ? err.message : String(err);
+  text = text.trim() || (err instanceof Error ? err.name : '') || 'handler failed';
+  const bytes = Buffer.from(text, 'utf8');
+  return bytes.length > MAX_ERROR_BYTES ? `${bytes.subarray(0, MAX_ERROR_BYTES - 3).toString('utf8')}...` : text;
+}
+
+/** One claimed job running on this worker. */
+class Attempt {
+  readonly ttlMs: number;
+  readonly path: string;
+  readonly controller = new AbortController();
+  readonly ctx: JobContext;
+  /** Send time (performance.now) of the claim or of the last accepted renewal. */
+  renewedAt: number;
+  lost = false;
+  lostReason = '';
+  abandoned = false;
+  done = false;
+  beating = false;
+  timer: ReturnType<typeof setInterval> | undefined;
+  finished: Promise<void> = Promise.resolve();
+
+  constructor(worker: Worker, claimed: ClaimedJob, claimSent: number) {
+    const { job, lease } = claimed;
+    this.ttlMs = (lease.ttl_seconds || 15) * 1000;
+    this.path = `/v1/jobs/${encodeURIComponent(job.id)}`;
+    this.renewedAt = claimSent;
+    const self = this;
+    this.ctx = {
+      id: job.id,
+      type: job.type,
+      queue: job.queue,
+      payload: job.payload,
+      attempt: job.attempt,
+      maxAttempts: job.max_attempts,
+      job,
+      token: lease.token,
+      leaseTtlMs: this.ttlMs,
+      signal: this.controller.signal,
+      async progress(percent: number, message?: string): Promise<void> {
+        if (!(percent >= 0 && percent <= 100)) throw new RangeError('percent must be 0..100');
+        self.ctx.check();
+        if (!(await worker.renew(self, Math.round(percent), message ?? ''))) throw self.lostError();
+      },
+      check(): void {
+        if (self.controller.signal.aborted) throw self.lostError();
+      },
+    };
+  }
+
+  /** Until when the lease surely holds: the last accepted renewal's send
+   * time plus the TTL, less a fifth for clocks and delays. */
+  get trustedUntil(): number {
+    return this.renewedAt + (this.ttlMs * 4) / 5;
+  }
+
+  /** When the lease runs out at the latest, unless renewed. */
+  get expiresAt(): number {
+    return this.renewedAt + this.ttlMs;
+  }
+
+  lostError(): LeaseLostError {
+    return new LeaseLostError(this.lostReason || 'lease lost');
+  }
+
+  lose(reason: string): void {
+    if (this.lost) return;
+    this.lost = true;
+    this.lostReason = reason;
+    this.controller.abort(this.lostError());
+  }
+
+  stopBeating(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  abandon(): void {
+    this.abandoned = true;
+    this.lostReason ||= 'the worker is shutting down';
+    this.stopBeating();
+    this.controller.abort(this.lostError());
+  }
+}
+
+/** Runs jobs of the types it has handlers for. */
+export class Worker {
+  readonly queues: readonly string[];
+  readonly concurrency: number;
+  readonly workerId: string;
+  readonly waitSeconds: number;
+  readonly shutdownTimeoutMs: number;
+  readonly transport: Transport;
+  private readonly handleSignals: boolean;
+  private readonly log: Logger;
+  private readonly handlers = new Map<string, Handler<never, unknown>>();
+  private readonly attempts = new Map<string, Attempt>();
+  private readonly claimAbort = new AbortController();
+  private slotWaiters: Array<() => void> = [];
+  private stopping = false;
+  private resolveStopped: () => void = () => {};
+  private readonly stopped = new Promise<void>((resolve) => {
+    this.resolveStopped = resolve;
+  });
+
+  constructor(opts: WorkerOptions = {}) {
+    this.queues = opts.queues ?? (process.env.SUNDIAL_QUEUES || 'default').split(',').filter(Boolean);
+    this.concurrency = opts.concurrency ?? 1;
+    if (!(this.concurrency >= 1)) throw new RangeError('concurrency must be at least 1');
+    this.workerId = opts.workerId ?? (process.env.SUNDIAL_WORKER_ID || defaultWorkerId());
+    this.waitSeconds = opts.waitSeconds ?? 20;
+    this.shutdownTimeoutMs = opts.shutdownTimeoutMs ?? 30_000;
+    this.handleSignals = opts.handleSignals ?? true;
+    this.log = opts.logger ?? consoleLogger;
+    this.transport = new Transport(opts);
+  }
+
+  /** Runs fn for jobs of type. Its result is the job's; a thrown error fails
+   * the attempt, NoRetry fails the job for good. */
+  handle<P = unknown, R = unknown>(type: string, fn: Handler<P, R>): this {
+    this.handlers.set(type, fn as Handler<never, unknown>);
+    return this;
+  }
+
+  /** The ids of the jobs running now. */
+  get running(): string[] {
+    return [...this.attempts.keys()];
+  }
+
+  /**
+   * Claims and runs jobs until SIGTERM or SIGINT (with handleSignals) or
+   * stop(). Then it stops claiming, lets running jobs finish for up to
+   * shutdownTimeoutMs and resolves. The HTTP protocol has no route to give
+   * a lease back, so a job still running at the deadline is signalled
+   * (ctx.signal), its lease is no longer renewed and nothing is reported:
+   * after one lease TTL the poller reclaims it and it runs again (a counted
+   * attempt, a lease_expired event). A handler that ignores its signal may
+   * keep the process alive: call process.exit() after run() if so.
+   */
+  async run(): Promise<void> {
+    if (this.handlers.size === 0) throw new Error('no handlers: register one with handle() before run()');
+    const onSignal = (sig: NodeJS.Signals): void => {
+      this.log.info(`worker ${this.workerId}: ${sig}, stopping`);
+      this.stop();
+    };
+    if (this.handleSignals) {
+      process.on('SIGTERM', onSignal);
+      process.on('SIGINT', onSignal);
+    }
+    try {
+      this.log.info(`worker ${this.workerId} serving ${this.queues.join(',')} at ${this.transport.url}`);
+      const claiming = this.claimLoop();
+      await this.stopped;
+      const deadline = performance.now() + this.shutdownTimeoutMs;
+      await claiming;
+      const left = deadline - performance.now();
+      if (this.attempts.size > 0 && left > 0) {
+        const timeout = new AbortController();
+        await Promise.race([
+          Promise.allSettled([...this.attempts.values()].map((a) => a.finished)),
+          sleep(left, timeout.signal).catch(() => {}),
+        ]);
+        timeout.abort();
+      }
+      for (const att of this.attempts.values()) {
+        this.log.warn(`job ${att.ctx.id} still running at the shutdown deadline: giving it back (its lease expires and it runs again)`);
+        att.abandon();
+      }
+      this.log.info(`worker ${this.workerId} stopped`);
+    } finally {
+      if (this.handleSignals) {
+        process.off('SIGTERM', onSignal);
+        process.off('SIGINT', onSignal);
+      }
+    }
+  }
+
+  /** Asks run() to stop (as SIGTERM does); returns at once. */
+  stop(): void {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.claimAbort.abort(new Error('worker stopping'));
+    this.wakeClaimer();
+    this.resolveStopped();
+  }
+
+  private wakeClaimer(): void {
+    const waiters = this.slotWaiters;
+    this.slotWaiters = [];
+    for (const w of waiters) w();
+  }
+
+  private async claimLoop(): Promise<void> {
+    let failures = 0;
+    const types = [...this.handlers.keys()];
+    while (!this.stopping) {
+      while (this.attempts.size >= this.concurrency && !this.stopping) {
+        await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
+      }
+      if (this.stopping) return;
+      const body = { worker_id: this.workerId, queues: this.queues, types, max: this.concurrency - this.attempts.size, wait_seconds: this.waitSeconds };
+      const sent = performance.now();
+      let jobs: ClaimedJob[];
+      try {
+        const res = await this.transport.request<{ jobs: ClaimedJob[] }>('POST', '/v1/claim', {
+          body,
+          retries: 0,
+          timeoutMs: this.waitSeconds * 1000 + this.transport.timeoutMs,
+          signal: this.claimAbort.signal,
+        });
+        jobs = res.body.jobs ?? [];
+      } catch (err) {
+        if (this.stopping) return;
+        failures++;
+        let wait = Math.min(5000, 200 * 2 ** Math.min(failures, 5));
+        if (err instanceof InvalidArgumentError) wait = 5000;
+        if (err instanceof ApiError && err.retryAfterMs !== undefined) wait = err.retryAfterMs;
+        this.log.warn(`claim failed (${String(err)}); trying again in ${Math.round(wait)} ms`);
+        await sleep(wait, this.claimAbort.signal).catch(() => {});
+        continue;
+      }
+      failures = 0;
+      for (const claimed of jobs) this.start(claimed, sent);
+    }
+  }
+
+  private start(claimed: ClaimedJob, claimSent: number): void {
+    const att = new Attempt(this, claimed, claimSent);
+    this.attempts.set(att.ctx.id, att);
+    att.timer = setInterval(() => {
+      if (!att.beating && !att.lost) {
+        att.beating = true;
+        void this.renew(att).finally(() => {
+          att.beating = false;
+        });
+      }
+    }, att.ttlMs / 3);
+    att.finished = this.execute(att, performance.now() - claimSent);
+  }
+
+  /** @internal Renews the lease (with progress when given); false once it is lost. */
+  async renew(att: Attempt, percent?: number, message = ''): Promise<boolean> {
+    const body: Record<string, unknown> = { token: att.ctx.token, worker_id: this.workerId };
+    if (percent !== undefined) {
+      body.progress = percent;
+      if (message) body.message = message.slice(0, 1024);
+    }
+    const sent = performance.now();
+    try {
+      await this.transport.request('POST', `${att.path}/heartbeat`, { body, idempotent: true, retries: 0, timeoutMs: Math.max(1000, att.ttlMs / 2) });
+    } catch (err) {
+      if (err instanceof ConflictError) {
+        att.lose(`lease lost: ${err.message}`);
+        this.log.warn(`job ${att.ctx.id}: ${err.message}; stopping it, reporting nothing`);
+        return false;
+      }
+      if (performance.now() >= att.trustedUntil && !att.done) {
+        att.lose('the lease could not be renewed in time');
+        this.log.warn(`job ${att.ctx.id}: lease not renewed in time (${String(err)}); stopping it, reporting nothing`);
+        return false;
+      }
+      this.log.info(`job ${att.ctx.id}: renewal failed (${String(err)}); the next one tries again`);
+      return !att.lost;
+    }
+    att.renewedAt = Math.max(att.renewedAt, sent);
+    return !att.lost;
+  }
+
+  private async execute(att: Attempt, claimTookMs: number): Promise<void> {
+    const ctx = att.ctx;
+    try {
+      // A claim that waited long may have been granted well after it was
+      // sent: renew at once for a fresh bound on the lease.
+      if (claimTookMs > att.ttlMs / 5 && !(await this.renew(att))) return;
+      let kind: 'complete' | 'fail' | undefined;
+      let body: Record<string, unknown> = {};
+      try {
+        const handler = this.handlers.get(ctx.type);
+        if (!handler) throw new NoRetry(`no handler for job type ${ctx.type} on worker ${this.workerId}`);
+        const result = await handler(ctx as JobContext<never>);
+        JSON.stringify(result); // a result that is not JSON (a cycle, a BigInt) fails the attempt here
+        kind = 'complete';
+        body = { result: result === undefined ? null : result };
+      } catch (err) {
+        if (!(err instanceof LeaseLostError && att.lost)) {
+          kind = 'fail';
+          body = { error: messageOf(err), retry: !(err instanceof NoRetry) };
+        }
+      }
+      if (att.lost || att.abandoned || !kind) {
+        this.log.info(`job ${ctx.id}: ${att.lostReason || 'lease lost'}; its outcome is not reported`);
+        return;
+      }
+      await this.report(att, kind, { ...body, token: ctx.token, worker_id: this.workerId });
+    } finally {
+      att.done = true;
+      att.stopBeating();
+      if (this.attempts.get(ctx.id) === att) this.attempts.delete(ctx.id);
+      this.wakeClaimer();
+    }
+  }
+
+  /** Sends the outcome, again after a broken connection or a 429/5xx, until
+   * the lease would have expired. A complete is retried as a complete,
+   * never turned into a fail. */
+  private async report(att: Attempt, kind: 'complete' | 'fail', body: Record<string, unknown>): Promise<void> {
+    let broken = false;
+    for (let tries = 0; !att.abandoned; tries++) {
+      try {
+        await this.transport.request('POST', `${att.path}/${kind}`, { body, retries: 0 });
+        return;
+      } catch (err) {
+        if (err instanceof ConflictError) {
+          if (broken) this.log.info(`job ${att.ctx.id}: ${kind} refused after a broken connection (${err.message}): the first one probably landed`);
+          else this.log.warn(`job ${att.ctx.id}: ${kind} refused: ${err.message}`);
+          return;
+        }
+        if (!isTransient(err)) {
+          this.log.error(`job ${att.ctx.id}: ${kind} refused: ${String(err)}`);
+          return;
+        }
+        broken ||= err instanceof TransportError;
+        const left = att.expiresAt - performance.now();
+        if (left <= 0) {
+          this.log.error(`job ${att.ctx.id}: could not report ${kind} before its lease expired (${String(err)}); it will run again`);
+          return;
+        }
+        const wait = (err instanceof ApiError && err.retryAfterMs) || this.transport.delay(Math.min(tries, 4));
+        this.log.warn(`job ${att.ctx.id}: reporting ${kind} failed (${String(err)}); trying again`);
+        await sleep(Math.min(wait, left));
+      }
+    }
+  }
+}
