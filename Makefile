@@ -4,11 +4,11 @@ GO ?= go
 # Every package of the module but the Go code npm brings into web/node_modules.
 PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -v /node_modules/)
 
-.PHONY: test deps test-deploy test-openapi test-web web lint bench run build clean
+.PHONY: test deps test-deploy test-openapi test-sdk test-web web lint bench run build clean
 
 ## test: install what the tests need (scripts/install-deps.sh, as CI does), build the
 ## dashboard, vet, every Go test with the race detector, then the dashboard's checks
-## (test-web), the deploy checks and the OpenAPI check, then the summaries. CI=true makes a test whose
+## (test-web), the deploy checks, the OpenAPI check and the SDKs' suites (test-sdk), then the summaries. CI=true makes a test whose
 ## tool is missing fail rather than skip; the summary counts and names every skip.
 test: deps web
 	$(GO) vet $(PKGS)
@@ -21,8 +21,10 @@ test: deps web
 	echo "== deploy checks summary: $$([ $$deploy = 0 ] && echo ok || echo FAIL) (Dockerfile, docker-compose.yml, Helm chart)"; \
 	$(MAKE) --no-print-directory test-openapi; openapi=$$?; \
 	echo "== OpenAPI check summary: $$([ $$openapi = 0 ] && echo ok || echo FAIL) (the served document and real exchanges, by an independent 3.1 validator)"; \
+	$(MAKE) --no-print-directory test-sdk; sdk=$$?; \
+	echo "== sdk test summary: $$([ $$sdk = 0 ] && echo ok || echo FAIL) (python, typescript)"; \
 	cat .test.summary 2>/dev/null || echo "== go test summary: no summary (go test or internal/testsummary did not run)"; \
-	rm -f .test.summary; [ $$status = 0 ] && [ $$web = 0 ] && [ $$deploy = 0 ] && [ $$openapi = 0 ]
+	rm -f .test.summary; [ $$status = 0 ] && [ $$web = 0 ] && [ $$deploy = 0 ] && [ $$openapi = 0 ] && [ $$sdk = 0 ]
 
 ## deps: install what the tests need when missing (redis-server, PostgreSQL, Chromium,
 ## Node.js, Go modules, the FerretDB stand-in, helm, npm packages), or fail naming it
@@ -56,6 +58,16 @@ test-deploy:
 ## real redis-server, requests and answers (tools/openapicheck, its own module)
 test-openapi:
 	cd tools/openapicheck && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+
+## test-sdk: the Python and TypeScript SDKs (sdk/): npm ci in sdk/typescript when its lock file
+## changed, then internal/sdktest builds the API and runs each SDK's own suite (unittest in a fresh
+## venv the package is pip-installed into; tsc and node --test) against it, a poller and a redis-server
+test-sdk:
+	@if [ ! sdk/typescript/node_modules/.package-lock.json -nt sdk/typescript/package-lock.json ]; then \
+		command -v npm >/dev/null || { echo "npm not found: install Node.js 18+ for the TypeScript SDK (sdk/typescript)"; exit 1; }; \
+		echo "cd sdk/typescript && npm ci"; cd sdk/typescript && npm ci --no-audit --no-fund; fi
+	$(GO) vet -tags sdktest ./internal/sdktest
+	$(GO) test -tags sdktest -count=1 -v -timeout 20m ./internal/sdktest
 
 ## lint: gofmt, go vet, staticcheck
 lint:
