@@ -30,14 +30,22 @@ type Query struct {
 	Cursor string    // opaque, from a previous page
 }
 
+// EventPage selects a page of a job's events.
+type EventPage struct {
+	Limit  int    // 1..500; 0 means 50
+	Cursor string // opaque, from a previous page
+}
+
 // Reader answers history queries. The HTTP API depends on this interface;
 // *Store implements it over MongoDB.
 type Reader interface {
 	// Search returns jobs matching q, newest first, and the cursor of the
 	// next page ("" on the last page).
 	Search(ctx context.Context, q Query) ([]*job.Job, string, error)
-	// Events returns a job's events, oldest first; ErrNotFound when none.
-	Events(ctx context.Context, jobID string) ([]job.Event, error)
+	// Events returns a page of a job's events, oldest first, and the
+	// cursor of the next page ("" on the last); ErrNotFound when it has
+	// none.
+	Events(ctx context.Context, jobID string, page EventPage) ([]job.Event, string, error)
 	// Job returns a job's last recorded state; ErrNotFound when unknown.
 	Job(ctx context.Context, id string) (*job.Job, error)
 	// Ping reports whether the store answers.

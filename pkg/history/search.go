@@ -151,36 +151,56 @@ func (s *Store) EachEvent(ctx context.Context, queue string, fn func(job.Event) 
 	return cur.Err()
 }
 
-// Events returns the recorded events of job id in the order the engine
-// wrote them, or ErrNotFound when there are none. Their type is the job
+// Events returns a page of the recorded events of job id in the order the
+// engine wrote them (page.Limit of them, 50 by default, at most MaxLimit,
+// after page.Cursor) and the cursor of the next page, or ErrNotFound when
+// there are none. Their type is the job
 // document's. The order is the stream's (the _id holds the queue and the
 // stream position), not the events' times: those come from the clocks of
 // different hosts and share milliseconds.
-func (s *Store) Events(ctx context.Context, jobID string) ([]job.Event, error) {
+func (s *Store) Events(ctx context.Context, jobID string, page EventPage) ([]job.Event, string, error) {
+	limit := page.Limit
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	limit = min(limit, MaxLimit)
+	filter := bson.D{{Key: fJobID, Value: jobID}}
+	if page.Cursor != "" {
+		c, err := decodeCursor(page.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		filter = append(filter, bson.E{Key: fID, Value: bson.D{{Key: "$gt", Value: c.ID}}})
+	}
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	cur, err := s.events.Find(ctx, bson.D{{Key: fJobID, Value: jobID}},
-		options.Find().SetSort(bson.D{{Key: fID, Value: 1}}))
+	cur, err := s.events.Find(ctx, filter,
+		options.Find().SetSort(bson.D{{Key: fID, Value: 1}}).SetLimit(int64(limit)+1))
 	if err != nil {
-		return nil, fmt.Errorf("history: events: %w", err)
+		return nil, "", fmt.Errorf("history: events: %w", err)
 	}
 	var docs []eventDoc
 	if err := cur.All(ctx, &docs); err != nil {
-		return nil, fmt.Errorf("history: events: %w", err)
+		return nil, "", fmt.Errorf("history: events: %w", err)
 	}
-	if len(docs) == 0 {
-		return nil, ErrNotFound
+	if len(docs) == 0 && page.Cursor == "" {
+		return nil, "", ErrNotFound
+	}
+	next := ""
+	if len(docs) > limit {
+		docs = docs[:limit]
+		next = encodeCursor(cursor{ID: docs[limit-1].ID})
 	}
 	var j struct {
 		Type string `bson:"type"`
 	}
 	err = s.jobs.FindOne(ctx, bson.D{{Key: fID, Value: jobID}}, options.FindOne().SetProjection(bson.D{{Key: fType, Value: 1}})).Decode(&j)
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, fmt.Errorf("history: events: %w", err)
+		return nil, "", fmt.Errorf("history: events: %w", err)
 	}
 	out := make([]job.Event, len(docs))
 	for i := range docs {
 		out[i] = docs[i].event(j.Type)
 	}
-	return out, nil
+	return out, next, nil
 }

@@ -54,9 +54,22 @@ func TestEveryEventInOrder(t *testing.T) {
 		return e.count(e.db, EventsCollection) == int64(len(stream))
 	})
 	for _, j := range all {
-		got, err := e.store.Events(e.ctx, j.ID)
-		if err != nil {
-			t.Fatalf("events of %s: %v", j.ID, err)
+		// In pages of two: each event on exactly one page, in order.
+		var got []job.Event
+		cursor := ""
+		for {
+			page, next, err := e.store.Events(e.ctx, j.ID, EventPage{Limit: 2, Cursor: cursor})
+			if err != nil {
+				t.Fatalf("events of %s: %v", j.ID, err)
+			}
+			if len(page) > 2 || (next != "" && len(page) != 2) {
+				t.Fatalf("a page of %d events, next %q", len(page), next)
+			}
+			got = append(got, page...)
+			if next == "" {
+				break
+			}
+			cursor = next
 		}
 		if !reflect.DeepEqual(got, byJob[j.ID]) {
 			t.Fatalf("events of %s (%s):\n got %+v\nwant %+v", j.ID, j.Type, got, byJob[j.ID])
@@ -91,7 +104,7 @@ func TestEveryEventInOrder(t *testing.T) {
 	if _, err := e.store.Job(e.ctx, "nope"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown job: %v, want ErrNotFound", err)
 	}
-	if _, err := e.store.Events(e.ctx, "nope"); !errors.Is(err, ErrNotFound) {
+	if _, _, err := e.store.Events(e.ctx, "nope", EventPage{}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("events of unknown job: %v, want ErrNotFound", err)
 	}
 }

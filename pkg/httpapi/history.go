@@ -30,6 +30,8 @@ type eventView struct {
 // eventList is the answer of GET /v1/jobs/{id}/events.
 type eventList struct {
 	Events []eventView `json:"events"`
+	// NextCursor fetches the next page (?cursor=); "" on the last page.
+	NextCursor string `json:"next_cursor"`
 }
 
 // historyErr marks errors of the history store other than its sentinels,
@@ -96,7 +98,7 @@ func searchQuery(c *gin.Context) (history.Query, error) {
 
 // jobEvents handles GET /v1/jobs/{id}/events, oldest first.
 func (s *Server) jobEvents(c *gin.Context) {
-	if err := checkQuery(c); err != nil {
+	if err := checkQuery(c, "limit", "cursor"); err != nil {
 		fail(c, err)
 		return
 	}
@@ -104,12 +106,17 @@ func (s *Server) jobEvents(c *gin.Context) {
 		fail(c, errNoHistory)
 		return
 	}
-	events, err := s.cfg.History.Events(c.Request.Context(), c.Param("id"))
+	limit, err := queryLimit(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	events, next, err := s.cfg.History.Events(c.Request.Context(), c.Param("id"), history.EventPage{Limit: limit, Cursor: c.Query("cursor")})
 	if err != nil {
 		fail(c, historyErr(err))
 		return
 	}
-	out := eventList{Events: make([]eventView, len(events))}
+	out := eventList{Events: make([]eventView, len(events)), NextCursor: next}
 	for i, e := range events {
 		out.Events[i] = eventView{Type: e.Event, At: e.At, State: e.State, Attempt: e.Attempt, WorkerID: e.WorkerID, Error: e.Error}
 	}

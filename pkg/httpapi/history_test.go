@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -44,17 +45,24 @@ func (f *fakeHistory) Search(_ context.Context, q history.Query) ([]*job.Job, st
 	return out, "next-page", nil
 }
 
-func (f *fakeHistory) Events(_ context.Context, id string) ([]job.Event, error) {
+// Events pages by position: the cursor is the index of the page's first.
+func (f *fakeHistory) Events(_ context.Context, id string, p history.EventPage) ([]job.Event, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return nil, f.err
+		return nil, "", f.err
 	}
 	ev, ok := f.events[id]
 	if !ok {
-		return nil, history.ErrNotFound
+		return nil, "", history.ErrNotFound
 	}
-	return ev, nil
+	from, _ := strconv.Atoi(p.Cursor)
+	to := min(from+p.Limit, len(ev))
+	next := ""
+	if to < len(ev) {
+		next = strconv.Itoa(to)
+	}
+	return ev[from:to], next, nil
 }
 
 func (f *fakeHistory) Job(_ context.Context, id string) (*job.Job, error) {
@@ -136,8 +144,19 @@ func TestJobEvents(t *testing.T) {
 		{Type: job.EventSubmitted, At: at, State: job.Queued},
 		{Type: job.EventFailed, At: at.Add(time.Second), State: job.Scheduled, Attempt: 1, WorkerID: "w1", Error: "boom"},
 	}
-	if len(out.Events) != 2 || out.Events[0] != want[0] || out.Events[1] != want[1] {
-		t.Fatalf("events %+v", out.Events)
+	if len(out.Events) != 2 || out.Events[0] != want[0] || out.Events[1] != want[1] || out.NextCursor != "" {
+		t.Fatalf("events %+v, next %q", out.Events, out.NextCursor)
 	}
+	// Paged: one a page, the cursor passed through.
+	var p1, p2 eventList
+	a.do("GET", "/v1/jobs/01JDA/events?limit=1", nil).decode(t, http.StatusOK, &p1)
+	if len(p1.Events) != 1 || p1.Events[0] != want[0] || p1.NextCursor == "" {
+		t.Fatalf("first page %+v", p1)
+	}
+	a.do("GET", "/v1/jobs/01JDA/events?limit=1&cursor="+p1.NextCursor, nil).decode(t, http.StatusOK, &p2)
+	if len(p2.Events) != 1 || p2.Events[0] != want[1] || p2.NextCursor != "" {
+		t.Fatalf("second page %+v", p2)
+	}
+	a.do("GET", "/v1/jobs/01JDA/events?limit=0", nil).wantError(t, http.StatusBadRequest, codeInvalidArgument, "limit")
 	a.do("GET", "/v1/jobs/01JDB/events", nil).wantError(t, http.StatusNotFound, codeNotFound, "")
 }

@@ -113,7 +113,8 @@ func (s *Server) routes() []route {
 		}},
 		{http.MethodGet, "/v1/jobs/:id/events", s.jobEvents, operation{
 			ID: "jobEvents", Tag: "jobs", Summary: "A job's history, oldest first",
-			Description: "From the history store; 503 when none is configured.",
+			Description: "From the history store; 503 when none is configured. Paged: limit (1-500, default 50) events a page, then next_cursor as cursor for the next page (empty on the last).",
+			Query:       []param{limitParam, cursorParam},
 			Status:      http.StatusOK, Response: eventList{}, Errors: []int{400, 404, 503},
 		}},
 		{http.MethodPost, "/v1/jobs/:id/cancel", s.cancelJob, operation{

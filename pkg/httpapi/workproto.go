@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -160,7 +161,9 @@ func (s *Server) claim(c *gin.Context, queues []string) {
 			if len(out.Jobs) == req.Max {
 				break
 			}
-			leases, err := s.q.ClaimTypes(ctx, q, req.Max-len(out.Jobs), req.WorkerID, req.Types)
+			// Not cancelled with the request: a claim that ran must come
+			// back, so that its leases are answered or given back.
+			leases, err := s.q.ClaimTypes(context.WithoutCancel(ctx), q, req.Max-len(out.Jobs), req.WorkerID, req.Types)
 			if err != nil {
 				if len(out.Jobs) == 0 {
 					fail(c, err)
@@ -197,7 +200,30 @@ func (s *Server) claim(c *gin.Context, queues []string) {
 		default:
 		}
 	}
+	if ctx.Err() != nil && len(out.Jobs) > 0 {
+		// The client left while its jobs were claimed: nobody will run
+		// them, and waiting for their leases would cost each an attempt.
+		s.giveBack(context.WithoutCancel(ctx), out.Jobs)
+		return
+	}
 	c.JSON(http.StatusOK, out)
+}
+
+// giveBack releases the leases of claimed jobs whose claim could not be
+// answered, so that they are queued again at once, their attempt not
+// counted.
+func (s *Server) giveBack(ctx context.Context, jobs []claimedJob) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	byQueue := map[string][]queue.Lease{}
+	for _, j := range jobs {
+		byQueue[j.Job.Queue] = append(byQueue[j.Job.Queue], queue.Lease{Job: j.Job, Token: j.Lease.Token})
+	}
+	for name, leases := range byQueue {
+		if _, err := s.q.Release(ctx, name, leases); err != nil {
+			s.log.Warn("giving back the leases of an unanswered claim failed; they will expire", "queue", name, "jobs", len(leases), "err", err)
+		}
+	}
 }
 
 func (r *claimRequest) validate(queues []string) error {

@@ -294,3 +294,21 @@ func TestLongPollsHoldABoundedNumberOfConnections(t *testing.T) {
 		t.Fatalf("submit and claim took %v", d)
 	}
 }
+
+// A claim whose client left before the answer gives its leases back at
+// once (queued again, the attempt not counted), instead of letting them
+// expire as a lost attempt (issue 32, finding 8).
+func TestUnansweredClaimGivesItsLeasesBack(t *testing.T) {
+	a := start(t)
+	j := a.submit(t, map[string]any{"type": "a"})
+	leases, err := a.q.Claim(context.Background(), "default", 1, "gone")
+	if err != nil || len(leases) != 1 {
+		t.Fatalf("claim: %v, %v", leases, err)
+	}
+	a.s.giveBack(context.Background(), []claimedJob{{Job: leases[0].Job, Lease: leaseInfo{Token: leases[0].Token}}})
+	var got job.Job
+	a.do("GET", "/v1/jobs/"+j.ID, nil).decode(t, http.StatusOK, &got)
+	if got.State != job.Queued || got.Attempt != 0 {
+		t.Fatalf("job after the give-back = %s attempt %d; want queued, attempt 0", got.State, got.Attempt)
+	}
+}
