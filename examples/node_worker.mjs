@@ -5,6 +5,8 @@
 // sundial.echo, sundial.sleep (with progress) and sundial.fail.
 // Configuration: SUNDIAL_URL, SUNDIAL_API_KEY (a key with the work scope),
 // SUNDIAL_QUEUES, SUNDIAL_WORKER_ID.
+// It shows the protocol; for real workers use the SDK in sdk/typescript
+// (docs/sdks.md): concurrency, SIGTERM, complete retried after a network error.
 import { hostname } from 'node:os';
 
 const URL = (process.env.SUNDIAL_URL || 'http://127.0.0.1:8080').replace(/\/$/, '');

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """A Sundial worker in Python, standard library only (docs/workers.md): long-poll
 claims, lease renewal, progress, outcomes, for sundial.echo, .sleep and .fail.
-Env: SUNDIAL_URL, SUNDIAL_API_KEY (work scope), SUNDIAL_QUEUES, SUNDIAL_WORKER_ID."""
+Env: SUNDIAL_URL, SUNDIAL_API_KEY (work scope), SUNDIAL_QUEUES, SUNDIAL_WORKER_ID.
+It shows the protocol; for real workers use the SDK in sdk/python (docs/sdks.md):
+concurrency, SIGTERM, complete retried after a network error."""
 import json, os, socket, threading, time, urllib.error, urllib.request
 
 URL = os.environ.get("SUNDIAL_URL", "http://127.0.0.1:8080").rstrip("/")

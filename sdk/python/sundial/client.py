@@ -121,10 +121,22 @@ class Client:
         """Queues a dead or cancelled job again, attempt 0; else 409."""
         return self.transport.request("POST", f"/v1/jobs/{_seg(job_id)}/retry").body
 
+    def events_page(self, job_id: str, limit: Optional[int] = None, cursor: Optional[str] = None) -> JSON:
+        """One page of the job's events from the history store, oldest first:
+        ``{"events": [...], "next_cursor": ""}`` (503 without a history store)."""
+        return self.transport.request("GET", f"/v1/jobs/{_seg(job_id)}/events",
+                                      query={"limit": limit, "cursor": cursor}).body
+
     def events(self, job_id: str) -> List[JSON]:
-        """The job's events from the history store, oldest first (503
-        without one)."""
-        return self.transport.request("GET", f"/v1/jobs/{_seg(job_id)}/events").body["events"]
+        """Every event of the job, oldest first, page after page."""
+        out: List[JSON] = []
+        cursor: Optional[str] = None
+        while True:
+            page = self.events_page(job_id, limit=500, cursor=cursor)
+            out.extend(page["events"])
+            cursor = page.get("next_cursor") or None
+            if not cursor:
+                return out
 
     def search(
         self,

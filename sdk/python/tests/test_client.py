@@ -95,6 +95,8 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(sundial.Unavailable) as un:
             client(max_retries=0).search(queue=q)
         self.assertEqual((un.exception.status, un.exception.code), (503, "unavailable"))
+        with self.assertRaises(sundial.Unavailable):
+            client(max_retries=0).events(job["id"])
 
     def test_cancel_and_retry(self) -> None:
         q = queue_name("cancel")

@@ -6,6 +6,7 @@ import {
   FINAL_STATES,
   type Job,
   type JobEvent,
+  type JobEventList,
   type JobPage,
   type JobSpec,
   type Limit,
@@ -32,6 +33,9 @@ export interface WaitOptions extends CallOptions {
   /** The longest interval between reads, in ms (default 1000). */
   maxPollMs?: number;
 }
+
+/** A page of a job's events (GET /v1/jobs/{id}/events), from the OpenAPI document. */
+export type EventsQuery = NonNullable<operations['jobEvents']['parameters']['query']>;
 
 /** The filters of the history search (GET /v1/jobs), from the OpenAPI document. */
 export type SearchQuery = NonNullable<operations['searchJobs']['parameters']['query']>;
@@ -105,9 +109,22 @@ export class Client {
     return (await this.transport.request<Job>('POST', `/v1/jobs/${seg(id)}/retry`, opts)).body;
   }
 
-  /** The job's events from the history store, oldest first (503 without one). */
+  /** One page of the job's events from the history store, oldest first
+   * (UnavailableError without one). */
+  async eventsPage(id: string, page: EventsQuery = {}, opts: CallOptions = {}): Promise<JobEventList> {
+    return (await this.transport.request<JobEventList>('GET', `/v1/jobs/${seg(id)}/events`, { query: { ...page }, ...opts })).body;
+  }
+
+  /** Every event of the job, oldest first, page after page. */
   async events(id: string, opts: CallOptions = {}): Promise<JobEvent[]> {
-    return (await this.transport.request<{ events: JobEvent[] }>('GET', `/v1/jobs/${seg(id)}/events`, opts)).body.events;
+    const out: JobEvent[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await this.eventsPage(id, cursor ? { limit: 500, cursor } : { limit: 500 }, opts);
+      out.push(...page.events);
+      cursor = page.next_cursor || undefined;
+    } while (cursor);
+    return out;
   }
 
   /** One page of the history search, newest first. Needs the history store

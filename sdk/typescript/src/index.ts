@@ -1,7 +1,7 @@
 // Sundial's TypeScript SDK: a client of the REST API and a worker that runs
 // jobs over the HTTP worker protocol. Node 18+, the global fetch, no
 // runtime dependencies.
-export { Client, type CallOptions, type SearchQuery, type WaitOptions } from './client.js';
+export { Client, type CallOptions, type EventsQuery, type SearchQuery, type WaitOptions } from './client.js';
 export {
   ApiError,
   apiError,

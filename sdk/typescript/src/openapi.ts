@@ -234,7 +234,7 @@ export interface paths {
         };
         /**
          * A job's history, oldest first
-         * @description From the history store; 503 when none is configured.
+         * @description From the history store; 503 when none is configured. Paged: limit (1-500, default 50) events a page, then next_cursor as cursor for the next page (empty on the last).
          */
         get: operations["jobEvents"];
         put?: never;
@@ -805,6 +805,7 @@ export interface components {
         };
         JobEventList: {
             events: components["schemas"]["JobEvent"][];
+            next_cursor: string;
         };
         JobList: {
             jobs: components["schemas"]["Job"][];
@@ -1696,7 +1697,12 @@ export interface operations {
     };
     jobEvents: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Page size. */
+                limit?: number;
+                /** @description The next_cursor of the previous page. */
+                cursor?: string;
+            };
             header?: never;
             path: {
                 /** @description A job id. */

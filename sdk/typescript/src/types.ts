@@ -14,6 +14,8 @@ export type JobSpec = Schemas['JobSpec'];
 export type JobState = Job['state'];
 /** A job's event from the history store. */
 export type JobEvent = Schemas['JobEvent'];
+/** A page of a job's events: {events, next_cursor}. */
+export type JobEventList = Schemas['JobEventList'];
 /** A page of jobs: {jobs, next_cursor}. */
 export type JobPage = Schemas['JobPage'];
 /** A queue's counts. */

@@ -99,6 +99,7 @@ describe('client against the API', { skip: noApi }, () => {
     }
     // no history store in the test stack: the search is unavailable
     await assert.rejects(client({ maxRetries: 0 }).search({ queue: q }), (e: unknown) => e instanceof UnavailableError && e.code === 'unavailable');
+    await assert.rejects(client({ maxRetries: 0 }).events(job.id), UnavailableError);
   });
 
   test('cancel and retry', async () => {
