@@ -6,17 +6,19 @@ PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -v /node_modules/)
 
 .PHONY: test deps test-deploy test-openapi test-sdk test-web web lint bench run build clean
 
-## test: install what the tests need (scripts/install-deps.sh, as CI does), build the
-## dashboard, vet, every Go test with the race detector, then the dashboard's checks
+## test: install what the tests need (scripts/install-deps.sh, as CI does), vet, every
+## Go test with the race detector, then the dashboard's checks
 ## (test-web), the deploy checks, the OpenAPI check and the SDKs' suites (test-sdk), then the summaries. CI=true makes a test whose
 ## tool is missing fail rather than skip; the summary counts and names every skip.
-test: deps web
+## It does not rebuild the dashboard: the tests check that the committed build
+## (web/dist/app) was made from the sources as they are (web/embed_test.go, npm test).
+test: deps
 	$(GO) vet $(PKGS)
 	@set -o pipefail; CI=true $(GO) test -json -race -count=1 -timeout 25m $(PKGS) 2>&1 | \
 		$(GO) run ./internal/testsummary -summary .test.summary; \
 	status=$$?; \
 	$(MAKE) --no-print-directory test-web; web=$$?; \
-	echo "== web test summary: $$([ $$web = 0 ] && echo ok || echo FAIL) (eslint, tsc, vitest, build, e2e)"; \
+	echo "== web test summary: $$([ $$web = 0 ] && echo ok || echo FAIL) (eslint, tsc, vitest, build up to date, e2e)"; \
 	$(MAKE) --no-print-directory test-deploy; deploy=$$?; \
 	echo "== deploy checks summary: $$([ $$deploy = 0 ] && echo ok || echo FAIL) (Dockerfile, docker-compose.yml, Helm chart)"; \
 	$(MAKE) --no-print-directory test-openapi; openapi=$$?; \
@@ -31,19 +33,26 @@ test: deps web
 deps:
 	@bash scripts/install-deps.sh
 
-## web: install the dashboard's npm packages (when package-lock.json changed)
-## and build it into web/dist/app, which the API binary embeds
-WEB_SRC := $(shell find web/src web/public web/index.html web/vite.config.ts web/tsconfig*.json -type f 2>/dev/null)
-web: web/dist/app/index.html
+## web: rebuild the dashboard into web/dist/app when its sources changed since the
+## build (web/dist/sources.sha256), after npm ci when package-lock.json changed. The
+## build is committed (the API binary embeds it, so go build and go install serve it
+## with no Node): commit web/dist with the change. Without Node the committed build is used.
+web:
+	@if command -v node >/dev/null && node web/scripts/sources.mjs check >/dev/null 2>&1; then \
+		echo "web/dist/app is built from web/ as it is"; \
+	elif ! command -v npm >/dev/null; then \
+		echo "npm not found: the committed web/dist/app is used (install Node.js 20+ to rebuild the dashboard)"; \
+	else \
+		$(MAKE) --no-print-directory web/node_modules/.package-lock.json && cd web && npm run build; \
+	fi
 web/node_modules/.package-lock.json: web/package-lock.json
 	@command -v npm >/dev/null || { echo "npm not found: install Node.js 20+ to build the dashboard (web/)"; exit 1; }
 	cd web && npm ci --no-audit --no-fund
-web/dist/app/index.html: web/node_modules/.package-lock.json $(WEB_SRC)
-	cd web && npm run build
 
-## test-web: the dashboard's checks: eslint, tsc, vitest, then the end-to-end
-## run in Chromium against a real stack (web/e2e/run.mjs)
-test-web: web
+## test-web: the dashboard's checks: eslint, tsc, vitest and whether web/dist/app is
+## built from the sources as they are (npm test), then the end-to-end run in Chromium
+## against a real stack (web/e2e/run.mjs)
+test-web: web/node_modules/.package-lock.json
 	cd web && npm run lint && npm run typecheck && npm test && npm run e2e
 
 ## test-deploy: offline checks of the Dockerfile (BuildKit's lint), docker-compose.yml
@@ -89,4 +98,4 @@ build: web
 	$(GO) build -o bin/ ./services/... ./cmd/...
 
 clean:
-	rm -rf bin .local web/dist/app
+	rm -rf bin .local

@@ -16,7 +16,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ["e2e/**/*.mjs", "*.js"],
+    files: ["e2e/**/*.mjs", "scripts/**/*.mjs", "*.js"],
     extends: [js.configs.recommended],
     // e2e code also runs functions inside the page (page.evaluate).
     languageOptions: { ecmaVersion: 2022, globals: { ...globals.node, ...globals.browser } },
