@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 import urllib.parse
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .errors import ApiError, TransportError, api_error
 
@@ -101,7 +101,7 @@ class Transport:
 
     def delay(self, attempt: int) -> float:
         """The wait before try ``attempt + 1`` (attempt counts from 0)."""
-        base = min(self.max_backoff, self.backoff * (2**attempt))
+        base = min(self.max_backoff, self.backoff * 2.0**attempt)
         return base / 2 + random.uniform(0, base / 2)
 
     def request(
@@ -114,7 +114,6 @@ class Transport:
         timeout: Optional[float] = None,
         retries: Optional[int] = None,
         on_connection: Optional[Callable[[Optional[http.client.HTTPConnection]], None]] = None,
-        has_body: Optional[bool] = None,
     ) -> Response:
         """Sends one call, trying again as the class says, and returns the
         answer or raises :class:`ApiError` / :class:`TransportError`.
@@ -130,7 +129,7 @@ class Transport:
         request_id = "sdk-py-" + secrets.token_hex(8)
         target = self._prefix + path
         if query:
-            pairs = []
+            pairs: List[Tuple[str, str]] = []
             for key, value in query.items():
                 if isinstance(value, (list, tuple)):
                     pairs.extend((key, str(v)) for v in value)
@@ -140,8 +139,8 @@ class Transport:
                 target += "?" + urllib.parse.urlencode(pairs)
         payload: Optional[bytes] = None
         headers = {"Accept": "application/json", "X-Request-Id": request_id}
-        if body is not None or has_body:
-            payload = json.dumps(body if body is not None else {}).encode()
+        if body is not None:
+            payload = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
         if self.api_key:
             headers["Authorization"] = "Bearer " + self.api_key

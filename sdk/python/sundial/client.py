@@ -4,9 +4,9 @@
 import os
 import time
 import urllib.parse
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, cast
 
-from ._transport import Transport
+from ._transport import Query, Transport
 from .errors import WaitTimeout
 
 JSON = Dict[str, Any]
@@ -60,6 +60,12 @@ class Client:
     def url(self) -> str:
         return self.transport.url
 
+    def _json(self, method: str, path: str, body: Any = None, *, query: Optional[Query] = None,
+              idempotent: Optional[bool] = None) -> JSON:
+        """One call whose answer is a JSON object (an empty one for 204)."""
+        res = self.transport.request(method, path, body, query=query, idempotent=idempotent)
+        return cast(JSON, res.body) if res.body is not None else {}
+
     # Jobs
 
     def submit(
@@ -80,7 +86,7 @@ class Client:
         A submit with an idempotency key is safe to repeat, so it is also
         sent again after a broken connection."""
         spec = self._spec(type, payload, queue, idempotency_key, fields)
-        return self.transport.request("POST", "/v1/jobs", spec, idempotent=idempotency_key is not None).body
+        return self._json("POST", "/v1/jobs", spec, idempotent=idempotency_key is not None)
 
     def submit_many(self, jobs: Sequence[Mapping[str, Any]]) -> List[JSON]:
         """Submits up to 1000 job specs (dicts of the API's fields, all in one
@@ -89,11 +95,11 @@ class Client:
         key answers the earlier job in its place)."""
         specs = [dict(j) for j in jobs]
         safe = all(s.get("idempotency_key") for s in specs)
-        return self.transport.request("POST", "/v1/jobs/batch", {"jobs": specs}, idempotent=safe).body["jobs"]
+        return cast(List[JSON], self._json("POST", "/v1/jobs/batch", {"jobs": specs}, idempotent=safe)["jobs"])
 
     def get(self, job_id: str) -> JSON:
         """The job as it is now (404 :class:`NotFound` when unknown)."""
-        return self.transport.request("GET", f"/v1/jobs/{_seg(job_id)}").body
+        return self._json("GET", f"/v1/jobs/{_seg(job_id)}")
 
     def wait(self, job_id: str, timeout: float = 60.0, poll: float = 0.05, max_poll: float = 1.0) -> JSON:
         """Reads the job until it is in a final state (succeeded, dead,
@@ -115,17 +121,17 @@ class Client:
     def cancel(self, job_id: str) -> JSON:
         """Cancels a job that has not ended (an active one is stopped by its
         worker); 409 :class:`Conflict` in a final state."""
-        return self.transport.request("POST", f"/v1/jobs/{_seg(job_id)}/cancel").body
+        return self._json("POST", f"/v1/jobs/{_seg(job_id)}/cancel")
 
     def retry(self, job_id: str) -> JSON:
         """Queues a dead or cancelled job again, attempt 0; else 409."""
-        return self.transport.request("POST", f"/v1/jobs/{_seg(job_id)}/retry").body
+        return self._json("POST", f"/v1/jobs/{_seg(job_id)}/retry")
 
     def events_page(self, job_id: str, limit: Optional[int] = None, cursor: Optional[str] = None) -> JSON:
         """One page of the job's events from the history store, oldest first:
         ``{"events": [...], "next_cursor": ""}`` (503 without a history store)."""
-        return self.transport.request("GET", f"/v1/jobs/{_seg(job_id)}/events",
-                                      query={"limit": limit, "cursor": cursor}).body
+        return self._json("GET", f"/v1/jobs/{_seg(job_id)}/events",
+                                      query={"limit": limit, "cursor": cursor})
 
     def events(self, job_id: str) -> List[JSON]:
         """Every event of the job, oldest first, page after page."""
@@ -155,7 +161,7 @@ class Client:
         :class:`Unavailable` without one)."""
         query = {"queue": queue, "type": type, "group": group, "state": state,
                  "from": created_from, "to": created_to, "limit": limit, "cursor": cursor}
-        return self.transport.request("GET", "/v1/jobs", query=query).body
+        return self._json("GET", "/v1/jobs", query=query)
 
     def search_all(self, **filters: Any) -> Iterator[JSON]:
         """Every job the search finds, page after page (the keywords of
@@ -172,61 +178,61 @@ class Client:
 
     def queues(self) -> List[JSON]:
         """Every known queue's counts, sorted by name."""
-        return self.transport.request("GET", "/v1/queues").body["queues"]
+        return cast(List[JSON], self._json("GET", "/v1/queues")["queues"])
 
     def queue(self, name: str) -> JSON:
         """One queue's counts (404 when unknown)."""
-        return self.transport.request("GET", f"/v1/queues/{_seg(name)}").body
+        return self._json("GET", f"/v1/queues/{_seg(name)}")
 
     def pause(self, name: str) -> JSON:
         """Pauses a queue (creating it when unknown); answers its counts."""
-        return self.transport.request("POST", f"/v1/queues/{_seg(name)}/pause", idempotent=True).body
+        return self._json("POST", f"/v1/queues/{_seg(name)}/pause", idempotent=True)
 
     def resume(self, name: str) -> JSON:
         """Resumes a paused queue (404 when unknown); answers its counts."""
-        return self.transport.request("POST", f"/v1/queues/{_seg(name)}/resume", idempotent=True).body
+        return self._json("POST", f"/v1/queues/{_seg(name)}/resume", idempotent=True)
 
     def dead(self, name: str, limit: Optional[int] = None, cursor: Optional[str] = None) -> JSON:
         """One page of a queue's dead jobs, newest first."""
-        return self.transport.request("GET", f"/v1/queues/{_seg(name)}/dead",
-                                      query={"limit": limit, "cursor": cursor}).body
+        return self._json("GET", f"/v1/queues/{_seg(name)}/dead",
+                                      query={"limit": limit, "cursor": cursor})
 
     def retry_dead(self, name: str, ids: Optional[Sequence[str]] = None) -> int:
         """Queues a queue's dead jobs again (those named, or all); returns
         how many."""
         body = {"ids": list(ids)} if ids is not None else None
-        return self.transport.request("POST", f"/v1/queues/{_seg(name)}/dead/retry", body).body["retried"]
+        return cast(int, self._json("POST", f"/v1/queues/{_seg(name)}/dead/retry", body)["retried"])
 
     def purge_dead(self, name: str, ids: Optional[Sequence[str]] = None) -> int:
         """Deletes a queue's dead jobs (those named, or all); returns how many."""
         body = {"ids": list(ids)} if ids is not None else None
-        return self.transport.request("DELETE", f"/v1/queues/{_seg(name)}/dead", body).body["deleted"]
+        return cast(int, self._json("DELETE", f"/v1/queues/{_seg(name)}/dead", body)["deleted"])
 
     # Schedules
 
     def put_schedule(self, schedule_id: str, schedule: Mapping[str, Any]) -> JSON:
         """Creates or replaces a schedule (``cron`` or ``every_seconds``,
         ``job``, ``timezone``, ``enabled``, ``misfire``); answers it."""
-        return self.transport.request("PUT", f"/v1/schedules/{_seg(schedule_id)}", dict(schedule)).body
+        return self._json("PUT", f"/v1/schedules/{_seg(schedule_id)}", dict(schedule))
 
     def get_schedule(self, schedule_id: str) -> JSON:
-        return self.transport.request("GET", f"/v1/schedules/{_seg(schedule_id)}").body
+        return self._json("GET", f"/v1/schedules/{_seg(schedule_id)}")
 
     def schedules(self, queue: Optional[str] = None) -> List[JSON]:
         """Every schedule, ordered by id (only those whose jobs go to
         ``queue`` when given)."""
-        return self.transport.request("GET", "/v1/schedules", query={"queue": queue}).body["schedules"]
+        return cast(List[JSON], self._json("GET", "/v1/schedules", query={"queue": queue})["schedules"])
 
     def patch_schedule(self, schedule_id: str, patch: Mapping[str, Any]) -> JSON:
         """Changes a schedule with a JSON merge patch (``None`` removes a member)."""
-        return self.transport.request("PATCH", f"/v1/schedules/{_seg(schedule_id)}", dict(patch)).body
+        return self._json("PATCH", f"/v1/schedules/{_seg(schedule_id)}", dict(patch))
 
     def delete_schedule(self, schedule_id: str) -> None:
-        self.transport.request("DELETE", f"/v1/schedules/{_seg(schedule_id)}")
+        self._json("DELETE", f"/v1/schedules/{_seg(schedule_id)}")
 
     def trigger_schedule(self, schedule_id: str) -> JSON:
         """Submits the schedule's job now; answers the job."""
-        return self.transport.request("POST", f"/v1/schedules/{_seg(schedule_id)}/trigger").body
+        return self._json("POST", f"/v1/schedules/{_seg(schedule_id)}/trigger")
 
     def preview_schedule(self, cron: Optional[str] = None, timezone: Optional[str] = None,
                          every_seconds: Optional[int] = None) -> List[str]:
@@ -238,7 +244,7 @@ class Client:
             body["timezone"] = timezone
         if every_seconds is not None:
             body["every_seconds"] = every_seconds
-        return self.transport.request("POST", "/v1/schedules/preview", body, idempotent=True).body["upcoming"]
+        return cast(List[str], self._json("POST", "/v1/schedules/preview", body, idempotent=True)["upcoming"])
 
     # Limits
 
@@ -246,22 +252,22 @@ class Client:
         """Creates or replaces a limit of a queue (``concurrency`` and/or
         ``rate`` ``{"limit", "period_seconds"}``, optional ``types`` and
         ``key``); answers it with ``active`` and ``throttled``."""
-        return self.transport.request("PUT", f"/v1/queues/{_seg(queue)}/limits/{_seg(name)}", dict(limit)).body
+        return self._json("PUT", f"/v1/queues/{_seg(queue)}/limits/{_seg(name)}", dict(limit))
 
     def get_limit(self, queue: str, name: str) -> JSON:
-        return self.transport.request("GET", f"/v1/queues/{_seg(queue)}/limits/{_seg(name)}").body
+        return self._json("GET", f"/v1/queues/{_seg(queue)}/limits/{_seg(name)}")
 
     def limits(self, queue: str) -> List[JSON]:
-        return self.transport.request("GET", f"/v1/queues/{_seg(queue)}/limits").body["limits"]
+        return cast(List[JSON], self._json("GET", f"/v1/queues/{_seg(queue)}/limits")["limits"])
 
     def delete_limit(self, queue: str, name: str) -> None:
-        self.transport.request("DELETE", f"/v1/queues/{_seg(queue)}/limits/{_seg(name)}")
+        self._json("DELETE", f"/v1/queues/{_seg(queue)}/limits/{_seg(name)}")
 
     # Workers
 
     def workers(self) -> List[JSON]:
         """The live workers, Go and HTTP."""
-        return self.transport.request("GET", "/v1/workers").body["workers"]
+        return cast(List[JSON], self._json("GET", "/v1/workers")["workers"])
 
     @staticmethod
     def _spec(type: str, payload: Any, queue: Optional[str], idempotency_key: Optional[str],

@@ -208,7 +208,7 @@ class Worker:
         """
         if not self._handlers:
             raise ValueError("no handlers: register one with handle() before run()")
-        previous: Dict[int, Any] = {}
+        previous: Dict[signal.Signals, Any] = {}
         if install_signal_handlers and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, self._on_signal)

@@ -13,7 +13,7 @@ import time
 import unittest
 import urllib.parse
 from contextlib import contextmanager
-from typing import Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Tuple, TypeVar
 
 from sundial import Client, Worker
 
@@ -26,15 +26,18 @@ def need_api(case: unittest.TestCase) -> None:
         case.skipTest("SUNDIAL_URL is not set: these tests need a running API (make test-sdk starts one)")
 
 
-def client(**options: object) -> Client:
-    return Client(URL, api_key=API_KEY, **options)  # type: ignore[arg-type]
+def client(**options: Any) -> Client:
+    return Client(URL, api_key=API_KEY, **options)
 
 
 def queue_name(prefix: str) -> str:
     return f"py-{prefix}-{secrets.token_hex(4)}"
 
 
-def eventually(what: str, cond: Callable[[], object], timeout: float = 20.0, every: float = 0.02) -> object:
+T = TypeVar("T")
+
+
+def eventually(what: str, cond: Callable[[], T], timeout: float = 20.0, every: float = 0.02) -> T:
     """Calls cond until it returns something true, and returns that; fails
     the test naming ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
@@ -70,6 +73,7 @@ class ScriptedServer:
     def __init__(self, answers: List[Tuple[int, Dict[str, str], object]]) -> None:
         self.answers = list(answers)
         self.requests: List[Tuple[str, str, float]] = []
+        self.headers: List[Dict[str, str]] = []
         outer = self
 
         class H(http.server.BaseHTTPRequestHandler):
@@ -81,6 +85,7 @@ class ScriptedServer:
                 if n:
                     self.rfile.read(n)
                 outer.requests.append((self.command, self.path, time.monotonic()))
+                outer.headers.append(dict(self.headers.items()))
                 status, headers, body = outer.answers.pop(0) if outer.answers else (500, {}, None)
                 if status == 0:  # break the connection without an answer
                     self.close_connection = True
@@ -136,7 +141,7 @@ class Proxy:
                 if dropping:
                     self.close_connection = True
                     return
-                conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
+                conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=120)
                 try:
                     headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
                     conn.request(self.command, self.path, body=body, headers=headers)
@@ -162,6 +167,3 @@ class Proxy:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-
-def job_payload(job: Optional[dict]) -> object:
-    return None if job is None else job.get("payload")

@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 import unittest
+from typing import Any, Dict, List
 
 import sundial
 from sundial import JobContext, Worker
@@ -21,10 +22,10 @@ class WorkerTest(unittest.TestCase):
         need_api(self)
         self.c = client()
 
-    def worker(self, q: str, **options: object) -> Worker:
-        opts = {"url": URL, "api_key": API_KEY, "wait_seconds": 5, "shutdown_timeout": 5}
+    def worker(self, q: str, **options: Any) -> Worker:
+        opts: Dict[str, Any] = {"url": URL, "api_key": API_KEY, "wait_seconds": 5, "shutdown_timeout": 5}
         opts.update(options)
-        return Worker([q], **opts)  # type: ignore[arg-type]
+        return Worker([q], **opts)
 
     def test_concurrency_4_runs_20_jobs(self) -> None:
         q = queue_name("conc")
@@ -93,7 +94,7 @@ class WorkerTest(unittest.TestCase):
         w = self.worker(q)
         w.handle("copy", work)
         with running(w):
-            seen = eventually("progress on the job", lambda: (self.c.get(job["id"]).get("progress") or None))
+            seen = eventually("progress on the job", lambda: self.c.get(job["id"]).get("progress") or {})
             self.assertEqual((seen["percent"], seen["message"]), (40, "copied 4 of 10 files"))
             self.assertEqual(self.c.get(job["id"])["state"], "active")
             release.set()
@@ -103,14 +104,12 @@ class WorkerTest(unittest.TestCase):
 
     def test_refused_heartbeat_signals_the_handler(self) -> None:
         q = queue_name("lost")
-        signalled = {}
-        started = threading.Event()
+        signalled: Dict[str, float] = {}  # job id -> seconds until the signal
 
         def work(ctx: JobContext) -> str:
-            started.set()
             t0 = time.monotonic()
-            signalled[ctx.id] = ctx.cancelled.wait(20)
-            signalled[ctx.id + ".after"] = time.monotonic() - t0
+            if ctx.cancelled.wait(20):
+                signalled[ctx.id] = time.monotonic() - t0
             return "late"
 
         # cancelled while it runs: the next heartbeat answers 409
@@ -124,9 +123,7 @@ class WorkerTest(unittest.TestCase):
             self.c.cancel(job["id"])
             eventually("the handler to be signalled", lambda: job["id"] in signalled, timeout=10)
             eventually("the slow job's handler to be signalled", lambda: slow["id"] in signalled, timeout=10)
-        self.assertTrue(signalled[job["id"]])
-        self.assertTrue(signalled[slow["id"]])
-        self.assertLess(signalled[slow["id"] + ".after"], 5)
+        self.assertLess(signalled[slow["id"]], 5)
         # nothing was reported: the cancel stands, the late result is not stored
         got = self.c.get(job["id"])
         self.assertEqual(got["state"], "cancelled")
@@ -135,7 +132,7 @@ class WorkerTest(unittest.TestCase):
 
     def test_complete_retried_after_a_broken_connection(self) -> None:
         q = queue_name("complete")
-        dropped = []
+        dropped: List[str] = []
 
         def drop(method: str, path: str) -> bool:
             if path.endswith("/complete") and not dropped:
@@ -161,11 +158,11 @@ class ShutdownTest(unittest.TestCase):
         need_api(self)
         self.c = client()
 
-    def start_worker(self, q: str, shutdown_timeout: float) -> subprocess.Popen:
+    def start_worker(self, q: str, shutdown_timeout: float) -> "subprocess.Popen[str]":
         env = dict(os.environ, SUNDIAL_QUEUES=q, SHUTDOWN_TIMEOUT=str(shutdown_timeout))
         proc = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "worker_proc.py")],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        self.addCleanup(proc.kill)
         return proc
 
     def test_sigterm_lets_a_running_job_finish(self) -> None:

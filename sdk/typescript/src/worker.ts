@@ -110,7 +110,6 @@ class Attempt {
     this.ttlMs = (lease.ttl_seconds || 15) * 1000;
     this.path = `/v1/jobs/${encodeURIComponent(job.id)}`;
     this.renewedAt = claimSent;
-    const self = this;
     this.ctx = {
       id: job.id,
       type: job.type,
@@ -122,13 +121,13 @@ class Attempt {
       token: lease.token,
       leaseTtlMs: this.ttlMs,
       signal: this.controller.signal,
-      async progress(percent: number, message?: string): Promise<void> {
+      progress: async (percent: number, message?: string): Promise<void> => {
         if (!(percent >= 0 && percent <= 100)) throw new RangeError('percent must be 0..100');
-        self.ctx.check();
-        if (!(await worker.renew(self, Math.round(percent), message ?? ''))) throw self.lostError();
+        this.ctx.check();
+        if (!(await worker.renew(this, Math.round(percent), message ?? ''))) throw this.lostError();
       },
-      check(): void {
-        if (self.controller.signal.aborted) throw self.lostError();
+      check: (): void => {
+        if (this.controller.signal.aborted) throw this.lostError();
       },
     };
   }
