@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/internal/netfault"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 )
 
@@ -183,6 +184,10 @@ type Sentinel struct {
 	Master    *queuetest.Server
 	Replicas  []*queuetest.Server
 	Sentinels []*Proc
+	// Links are the replicas' connections to the first master, through a
+	// proxy each, when started by StartLaggingSentinel: Stall makes a
+	// replica fall behind while it stays up.
+	Links []*netfault.Proxy
 }
 
 // MasterName is the name the sentinels monitor.
@@ -190,13 +195,26 @@ const MasterName = "sundial"
 
 // StartSentinel starts the master, its replicas and the sentinels and waits
 // until every sentinel knows both replicas.
-func StartSentinel(t testing.TB) *Sentinel {
+func StartSentinel(t testing.TB) *Sentinel { t.Helper(); return startSentinel(t, false) }
+
+// StartLaggingSentinel is StartSentinel with each replica replicating
+// through a proxy of its own (Sentinel.Links), so that a test can make the
+// replicas lag behind the master without their going down.
+func StartLaggingSentinel(t testing.TB) *Sentinel { t.Helper(); return startSentinel(t, true) }
+
+func startSentinel(t testing.TB, proxied bool) *Sentinel {
 	t.Helper()
 	need(t, "redis-server", "redis-sentinel")
 	s := &Sentinel{t: t, Master: queuetest.StartWith(t, "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0")}
 	host, port, _ := net.SplitHostPort(s.Master.Addr())
 	for range 2 {
-		s.Replicas = append(s.Replicas, queuetest.StartWith(t, "--replicaof", host, port,
+		h, p := host, port
+		if proxied {
+			link := netfault.Start(t, s.Master.Addr())
+			s.Links = append(s.Links, link)
+			h, p, _ = net.SplitHostPort(link.Addr())
+		}
+		s.Replicas = append(s.Replicas, queuetest.StartWith(t, "--replicaof", h, p,
 			"--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"))
 	}
 	for range 3 {
