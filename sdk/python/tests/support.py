@@ -112,11 +112,12 @@ class ScriptedServer:
 
 class Proxy:
     """Forwards requests to the API; ``drop(method, path)`` returning True
-    breaks that request's connection without forwarding it. ``seen`` counts
-    the requests by the last segment of their path (claim, heartbeat,
+    breaks that request's connection without forwarding it (with
+    ``after_forwarding``: after forwarding it, before the answer). ``seen``
+    counts the requests by the last segment of their path (claim, heartbeat,
     complete, fail...)."""
 
-    def __init__(self, target: str, drop: Callable[[str, str], bool]) -> None:
+    def __init__(self, target: str, drop: Callable[[str, str], bool], after_forwarding: bool = False) -> None:
         parts = urllib.parse.urlsplit(target)
         self.seen: Dict[str, int] = {}
         self.dropped: List[str] = []
@@ -138,7 +139,7 @@ class Proxy:
                     dropping = drop(self.command, self.path)
                     if dropping:
                         outer.dropped.append(self.path)
-                if dropping:
+                if dropping and not after_forwarding:
                     self.close_connection = True
                     return
                 conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=120)
@@ -149,6 +150,9 @@ class Proxy:
                     data = res.read()
                 finally:
                     conn.close()
+                if dropping:
+                    self.close_connection = True
+                    return
                 self.send_response(res.status)
                 for k, v in res.getheaders():
                     if k.lower() not in ("connection", "transfer-encoding", "content-length"):

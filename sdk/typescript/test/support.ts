@@ -109,15 +109,20 @@ export class ScriptedServer {
 }
 
 /** Forwards requests to the API; drop(method, path) returning true breaks
- * that request's connection without forwarding it. seen counts requests by
- * the last segment of their path (claim, heartbeat, complete, fail…). */
+ * that request's connection without forwarding it (with afterForwarding:
+ * after forwarding it, before the answer). seen counts requests by the last
+ * segment of their path (claim, heartbeat, complete, fail…). */
 export class Proxy {
   readonly seen = new Map<string, number>();
   readonly dropped: string[] = [];
   url = '';
   private readonly server: Server;
 
-  constructor(private readonly target: string, private readonly drop: (method: string, path: string) => boolean) {
+  constructor(
+    private readonly target: string,
+    private readonly drop: (method: string, path: string) => boolean,
+    private readonly afterForwarding = false,
+  ) {
     this.server = createServer((req, res) => void this.forward(req, res));
   }
 
@@ -131,8 +136,9 @@ export class Proxy {
     const path = req.url ?? '/';
     const kind = path.split('?')[0]!.replace(/\/$/, '').split('/').pop() ?? '';
     this.seen.set(kind, (this.seen.get(kind) ?? 0) + 1);
-    if (this.drop(req.method ?? '', path)) {
-      this.dropped.push(path);
+    const dropping = this.drop(req.method ?? '', path);
+    if (dropping) this.dropped.push(path);
+    if (dropping && !this.afterForwarding) {
       req.socket.destroy();
       return;
     }
@@ -140,6 +146,11 @@ export class Proxy {
     delete headers.host;
     delete headers.connection;
     const up = httpRequest(this.target + path, { method: req.method, headers }, (answer) => {
+      if (dropping) {
+        answer.resume();
+        answer.on('end', () => req.socket.destroy());
+        return;
+      }
       res.writeHead(answer.statusCode ?? 502, answer.headers);
       answer.pipe(res);
     });

@@ -109,26 +109,39 @@ describe('worker against the API', { skip: noApi }, () => {
     assert.notEqual((await c.get(slow.id)).result, 'late');
   });
 
-  test('complete is retried after a broken connection', async () => {
-    const q = queueName('complete');
-    let dropped = false;
-    const proxy = await new Proxy(URL_, (_method, path) => {
-      if (path.endsWith('/complete') && !dropped) return (dropped = true);
-      return false;
-    }).start();
-    try {
-      const job = await c.submit({ queue: q, type: 'pay', payload: { amount: 5 }, backoff: noBackoff });
-      const w = worker(q, { url: proxy.url });
-      w.handle<{ amount: number }>('pay', (ctx) => ({ paid: ctx.payload.amount }));
-      const done = await running(w, () => c.wait(job.id, { timeoutMs: 30_000 }));
-      assert.deepEqual(proxy.dropped, [`/v1/jobs/${job.id}/complete`]);
-      assert.deepEqual([done.state, done.attempt, done.result], ['succeeded', 1, { paid: 5 }]);
-      assert.equal(proxy.seen.get('complete'), 2);
-      assert.equal(proxy.seen.has('fail'), false);
-    } finally {
-      await proxy.close();
-    }
-  });
+  // The connection breaks before the complete reaches the API, then after
+  // the API wrote it (the repeat is answered 409): either way the job ends
+  // succeeded with attempt 1, and no fail is sent.
+  for (const afterForwarding of [false, true]) {
+    test(`complete is retried after a broken connection (${afterForwarding ? 'after' : 'before'} the API got it)`, async () => {
+      const q = queueName('complete');
+      let dropped = false;
+      const proxy = await new Proxy(
+        URL_,
+        (_method, path) => {
+          if (path.endsWith('/complete') && !dropped) return (dropped = true);
+          return false;
+        },
+        afterForwarding,
+      ).start();
+      try {
+        const job = await c.submit({ queue: q, type: 'pay', payload: { amount: 5 }, backoff: noBackoff });
+        const w = worker(q, { url: proxy.url });
+        w.handle<{ amount: number }>('pay', (ctx) => ({ paid: ctx.payload.amount }));
+        const done = await running(w, async () => {
+          const j = await c.wait(job.id, { timeoutMs: 30_000 });
+          await eventually('the repeated complete', () => proxy.seen.get('complete') === 2);
+          return j;
+        });
+        assert.deepEqual(proxy.dropped, [`/v1/jobs/${job.id}/complete`]);
+        assert.deepEqual([done.state, done.attempt, done.result], ['succeeded', 1, { paid: 5 }]);
+        assert.equal(proxy.seen.get('complete'), 2);
+        assert.equal(proxy.seen.has('fail'), false);
+      } finally {
+        await proxy.close();
+      }
+    });
+  }
 });
 
 describe('shutdown', { skip: noApi }, () => {
