@@ -163,3 +163,42 @@ func TestLimitsThroughTheClient(t *testing.T) {
 		t.Fatalf("after the delete: %+v", info)
 	}
 }
+
+// A handler reads its attempt's fencing token and whether its lease is
+// still trusted; the result carries them out here.
+func TestLeaseOfInAHandler(t *testing.T) {
+	t.Parallel()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	c, rdb := newClient(t)
+	if _, ok := sundial.LeaseOf(ctx); ok {
+		t.Fatal("LeaseOf of a plain context")
+	}
+	r := sundial.NewRunner(rdb, sundial.RunnerConfig{Queues: []string{"fenced"}, ExternalPoller: true})
+	sundial.HandleJSON(r, "fenced", func(ctx context.Context, _ struct{}) (any, error) {
+		l, ok := sundial.LeaseOf(ctx)
+		return map[string]any{"ok": ok, "token": l.Token, "held": l.Held(time.Now())}, nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	sub, err := c.Submit(ctx, sundial.Job{Type: "fenced", Queue: "fenced", Payload: struct{}{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := c.Wait(ctx, sub.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		OK    bool   `json:"ok"`
+		Token string `json:"token"`
+		Held  bool   `json:"held"`
+	}
+	if err := json.Unmarshal(j.Result, &got); err != nil || !got.OK || !got.Held || !strings.Contains(got.Token, "-") {
+		t.Fatalf("the handler saw %s (%v)", j.Result, err)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}

@@ -36,6 +36,16 @@ func Progress(ctx context.Context, percent int, message string) error {
 	return worker.Progress(ctx, percent, message)
 }
 
+// Lease is what a handler knows of its attempt's lease: its fencing token
+// and until when this worker trusts it.
+type Lease = worker.Lease
+
+// LeaseOf returns the lease of the attempt whose handler received ctx (false
+// outside a handler). Check LeaseOf(ctx).Held(time.Now()) just before a side
+// effect that must not be made by two attempts at once, and hand the token to
+// a system that can refuse a stale writer (docs/operations.md, "Leases").
+func LeaseOf(ctx context.Context) (Lease, bool) { return worker.LeaseOf(ctx) }
+
 // RunnerConfig configures a Runner. The zero value serves the "default"
 // queue with ten jobs at a time and does the poller's duties.
 type RunnerConfig struct {
