@@ -19,15 +19,9 @@ import (
 // acknowledges in time.
 func TestSubmitWaitsForReplicas(t *testing.T) {
 	t.Parallel()
-	master := queuetest.Start(t)
-	host, port, _ := net.SplitHostPort(master.Addr())
-	replica := queuetest.StartWith(t, "--replicaof", host, port)
+	master, replica := startReplicated(t)
 	ctx := context.Background()
 	rc := replica.Client()
-	queuetest.Eventually(t, 20*time.Second, "replica in sync", func() bool {
-		info, _ := rc.Info(ctx, "replication").Result()
-		return strings.Contains(info, "master_link_status:up")
-	})
 	q := queue.New(master.Client(), queue.Options{WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond})
 	name := queuetest.Name("wait")
 	submit := func(key string) error {
@@ -70,15 +64,8 @@ func TestSubmitWaitsForReplicas(t *testing.T) {
 // answered at once (issue 32, finding 4).
 func TestDuplicateSubmitWaitsForReplicasToo(t *testing.T) {
 	t.Parallel()
-	master := queuetest.Start(t)
-	host, port, _ := net.SplitHostPort(master.Addr())
-	replica := queuetest.StartWith(t, "--replicaof", host, port)
+	master, replica := startReplicated(t)
 	ctx := context.Background()
-	rc := replica.Client()
-	queuetest.Eventually(t, 20*time.Second, "replica in sync", func() bool {
-		info, _ := rc.Info(ctx, "replication").Result()
-		return strings.Contains(info, "master_link_status:up")
-	})
 	name := queuetest.Name("dup")
 	opts := queue.Options{WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond}
 	// One connection each: the API process that retries, and the one whose
@@ -115,15 +102,9 @@ func TestDuplicateSubmitWaitsForReplicasToo(t *testing.T) {
 // failover); the binaries' default (issue 33, item 4).
 func TestWaitReplicasAuto(t *testing.T) {
 	t.Parallel()
-	master := queuetest.Start(t)
-	host, port, _ := net.SplitHostPort(master.Addr())
-	replica := queuetest.StartWith(t, "--replicaof", host, port)
+	master, replica := startReplicated(t)
 	ctx := context.Background()
 	rc := replica.Client()
-	queuetest.Eventually(t, 20*time.Second, "replica in sync", func() bool {
-		info, _ := rc.Info(ctx, "replication").Result()
-		return strings.Contains(info, "master_link_status:up")
-	})
 	q := queue.New(master.Client(), queue.Options{WaitReplicas: queue.WaitReplicasAuto, WaitTimeout: 300 * time.Millisecond})
 	name := queuetest.Name("auto")
 	submit := func() error {
@@ -149,4 +130,18 @@ func TestWaitReplicasAuto(t *testing.T) {
 	replica.Resume()
 	replica.Kill() // gone: submits go through on the master alone
 	queuetest.Eventually(t, 10*time.Second, "a submit with no replica left", func() bool { return submit() == nil })
+}
+
+// startReplicated starts a master and a replica of it, in sync.
+func startReplicated(t *testing.T) (master, replica *queuetest.Server) {
+	t.Helper()
+	master = queuetest.Start(t)
+	host, port, _ := net.SplitHostPort(master.Addr())
+	replica = queuetest.StartWith(t, "--replicaof", host, port)
+	rc := replica.Client()
+	queuetest.Eventually(t, 20*time.Second, "replica in sync", func() bool {
+		info, _ := rc.Info(context.Background(), "replication").Result()
+		return strings.Contains(info, "master_link_status:up")
+	})
+	return master, replica
 }

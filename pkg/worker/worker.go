@@ -738,14 +738,7 @@ func (w *Worker) release(ctx context.Context, byQueue map[string][]queue.Lease) 
 // deadline, the lease runs out and the poller retries the job. A lease
 // found lost stops its handler.
 func (w *Worker) renew(ctx context.Context) {
-	t := time.NewTicker(w.q.Options().LeaseTTL / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, w.q.Options().LeaseTTL/3, func() {
 		now := time.Now()
 		byQueue := map[string][]*running{}
 		w.mu.Lock()
@@ -775,7 +768,7 @@ func (w *Worker) renew(ctx context.Context) {
 				r.cancel(errLeaseLost)
 			}
 		}
-	}
+	})
 }
 
 // leaseMargin is how long before the earliest moment its lease could
@@ -811,14 +804,7 @@ func (w *Worker) renewed(rs []*running, held []bool, sent time.Time) {
 // worker started the job; its outcome is then dropped. It checks every
 // quarter of the lease margin.
 func (w *Worker) guardLeases(ctx context.Context) {
-	t := time.NewTicker(w.leaseMargin() / 4)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, w.leaseMargin()/4, func() {
 		now := time.Now()
 		var stop []*running
 		w.mu.Lock()
@@ -834,7 +820,7 @@ func (w *Worker) guardLeases(ctx context.Context) {
 			w.leasesLost.Add(1)
 			r.cancel(errLeaseExpired)
 		}
-	}
+	})
 }
 
 // lost returns the running jobs of rs whose renewal was refused (held[i]
@@ -893,6 +879,20 @@ func (w *Worker) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// every calls f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		f()
 	}
 }
 
