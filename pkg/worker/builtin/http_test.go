@@ -238,8 +238,7 @@ func TestHTTPKeepBody(t *testing.T) {
 func TestHTTPRedirects(t *testing.T) {
 	refusedTarget := startHook(t, "127.0.0.1:0", nil)
 	v6Target := startHook(t, "[::1]:0", nil)
-	var hooks *hookServer
-	hooks = startHook(t, "127.0.0.1:0", func(w http.ResponseWriter, r *http.Request) {
+	hooks := startHook(t, "127.0.0.1:0", func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/to-address":
 			http.Redirect(w, r, refusedTarget.URL+"/internal", http.StatusFound)
