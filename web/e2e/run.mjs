@@ -236,7 +236,10 @@ async function limitsFlow(page) {
 
     const jobs = [];
     for (let i = 0; i < 4; i++) jobs.push(await stack.api("POST", "/v1/jobs", { queue: "e2e", type: "sundial.sleep", payload: { ms: 8000 }, group: i % 2 ? "acme" : "globex" }));
-    await row.getByTestId("limit-concurrency").getByText("1 / 1").waitFor({ timeout: 10_000 });
+    // In the flows this runs after Redis was restarted, and a restarted Redis
+    // hands out nothing from a queue that had leases for a lease TTL (15 s,
+    // docs/engine.md "Leases"): the first sleep may start only then.
+    await row.getByTestId("limit-concurrency").getByText("1 / 1").waitFor({ timeout: 30_000 });
     await waitFor("throttled > 0 in the limit's row", async () => Number(await row.getByTestId("limit-throttled").textContent()) > 0, { timeoutMs: 10_000 });
     await waitFor("throttled > 0 in the queue's counts", async () => Number(await card.getByTestId("queue-throttled").textContent()) > 0, { timeoutMs: 10_000 });
     await page.screenshot({ path: path.join(outDir, "limit-throttling.png") });
