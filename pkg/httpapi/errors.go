@@ -118,6 +118,9 @@ var errorTable = []struct {
 	{is(queue.ErrNotFound, history.ErrNotFound), func(error) *apiError {
 		return &apiError{Status: http.StatusNotFound, Code: codeNotFound, Message: "job not found"}
 	}},
+	{is(queue.ErrQueueBusy), func(err error) *apiError {
+		return &apiError{Status: http.StatusConflict, Code: codeConflict, Message: err.Error()}
+	}},
 	{is(queue.ErrConflict), func(err error) *apiError {
 		msg := "job is in a conflicting state"
 		if e, ok := asErr[*queue.ConflictError](err); ok {

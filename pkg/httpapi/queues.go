@@ -124,6 +124,19 @@ func (s *Server) pauseQueue(c *gin.Context) {
 	s.answerStats(c, q)
 }
 
+// forgetQueue handles DELETE /v1/queues/{q}.
+func (s *Server) forgetQueue(c *gin.Context) {
+	q, err := s.knownQueue(c)
+	if err == nil {
+		err = s.q.Forget(c.Request.Context(), q, 0)
+	}
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
 // resumeQueue handles POST /v1/queues/{q}/resume.
 func (s *Server) resumeQueue(c *gin.Context) {
 	q, err := s.knownQueue(c)

@@ -249,3 +249,23 @@ func TestStorage(t *testing.T) {
 	}
 	a.do("GET", "/v1/storage?x=1", nil).wantError(t, http.StatusBadRequest, codeInvalidArgument, "x")
 }
+
+// DELETE /v1/queues/{q} forgets an empty queue (204; it leaves the list),
+// refuses one with jobs (409 naming why) and an unknown one (404).
+func TestForgetQueue(t *testing.T) {
+	a := start(t)
+	a.do("DELETE", "/v1/queues/ghost", nil).wantError(t, http.StatusNotFound, codeNotFound, "")
+	a.do("POST", "/v1/queues/empty/pause", nil).decode(t, http.StatusOK, nil)
+	a.do("DELETE", "/v1/queues/empty", nil).wantError(t, http.StatusConflict, codeConflict, "")
+	a.do("POST", "/v1/queues/empty/resume", nil).decode(t, http.StatusOK, nil)
+	if r := a.do("DELETE", "/v1/queues/empty", nil); r.status != http.StatusNoContent {
+		t.Fatalf("forget of an empty queue: %d %s", r.status, r.body)
+	}
+	a.do("GET", "/v1/queues/empty", nil).wantError(t, http.StatusNotFound, codeNotFound, "")
+	a.submit(t, map[string]any{"type": "a", "queue": "busy"})
+	r := a.do("DELETE", "/v1/queues/busy", nil)
+	r.wantError(t, http.StatusConflict, codeConflict, "")
+	if !strings.Contains(string(r.body), "queued") {
+		t.Fatalf("the refusal does not say why: %s", r.body)
+	}
+}

@@ -138,6 +138,11 @@ func (s *Server) routes() []route {
 			Description: "404 for a queue that never had a job and was never paused.",
 			Status:      http.StatusOK, Response: queue.QueueStats{}, Errors: []int{400, 404, 503},
 		}},
+		{http.MethodDelete, "/v1/queues/:q", s.forgetQueue, operation{
+			ID: "forgetQueue", Tag: "queues", Summary: "Forget an empty queue",
+			Description: "Takes the queue off the list of known queues, so that pollers and job lookups stop visiting it: one that holds no job in Redis (queued, scheduled, waiting, active, dead or finished), is not paused and has no limits. A later submit to it lists it again. 409 says what keeps it.",
+			Status:      http.StatusNoContent, Errors: []int{400, 404, 409, 503},
+		}},
 		{http.MethodPost, "/v1/queues/:q/pause", s.pauseQueue, operation{
 			ID: "pauseQueue", Tag: "queues", Summary: "Pause a queue",
 			Description: "Workers stop claiming from the queue; it keeps accepting and promoting jobs. Pausing an unknown queue creates it, so a queue can be paused before its first job. Answers the queue's counts.",

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -468,6 +469,43 @@ func (c *Client) Pause(ctx context.Context, queue string) error {
 		return err
 	}
 	return c.rdb.Set(ctx, c.keysFor(queue).key(kPaused), "1", 0).Err()
+}
+
+// ErrQueueBusy is returned by Forget for a queue that is not empty and
+// idle; the error's text says why.
+var ErrQueueBusy = errors.New("queue is not empty and idle")
+
+// Forget takes an empty queue off the set of known queues, so that pollers
+// and job lookups stop visiting it: one that holds no job in Redis, is not
+// paused, has no limits, and whose last event is older than idle. A later
+// submit lists it again. Otherwise it returns an error matching
+// ErrQueueBusy that says why, and changes nothing.
+func (c *Client) Forget(ctx context.Context, queue string, idle time.Duration) error {
+	res, err := c.run(ctx, c.scripts.forget, c.keysFor(queue), c.opts.Now(), idle.Milliseconds()).StringSlice()
+	if err != nil {
+		return fmt.Errorf("forget: %w", err)
+	}
+	if res[0] != "ok" {
+		return fmt.Errorf("%w: %s", ErrQueueBusy, res[1])
+	}
+	c.mu.Lock()
+	delete(c.known, queue)
+	c.mu.Unlock()
+	if err := c.rdb.SRem(ctx, keyQueues, queue).Err(); err != nil {
+		return fmt.Errorf("forget: %w", err)
+	}
+	return nil
+}
+
+// unforget lists a forgotten queue again and lifts its marker.
+func (c *Client) unforget(ctx context.Context, queue string) error {
+	c.mu.Lock()
+	delete(c.known, queue)
+	c.mu.Unlock()
+	if err := c.register(ctx, queue); err != nil {
+		return err
+	}
+	return c.rdb.Del(ctx, c.keysFor(queue).tag+"forgotten").Err()
 }
 
 // Resume lets workers claim queue's jobs again and wakes idle ones.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -897,5 +898,62 @@ func TestRecordedTimesKeepTheEnginesOrder(t *testing.T) {
 	child = e.get(t, js[1].ID)
 	if child.FinishedAt.Before(*child.StartedAt) {
 		t.Fatalf("the child finished at %v, before it started at %v", child.FinishedAt, child.StartedAt)
+	}
+}
+
+// An empty, idle queue can be forgotten: it leaves the set of known queues
+// (pollers and lookups stop visiting it) until a submit lists it again. A
+// queue with jobs, limits or a pause, or used recently, is refused with the
+// reason, and stays (issue 32, finding 8: the set only grew).
+func TestForgetAnEmptyQueue(t *testing.T) {
+	e := newEnv(t)
+	j := e.submit(t, job.Spec{Type: "t", Queue: "fleeting"})[0]
+	if err := e.q.Forget(e.ctx, "fleeting", 0); !errors.Is(err, queue.ErrQueueBusy) || !strings.Contains(err.Error(), "queued") {
+		t.Fatalf("forget of a queue with a queued job: %v", err)
+	}
+	l := e.claim(t, "fleeting", 1)
+	e.complete(t, "fleeting", queue.Outcome{ID: j.ID, Token: l[0].Token, Kind: queue.OutcomeSucceeded})
+	if err := e.q.Forget(e.ctx, "fleeting", 0); !errors.Is(err, queue.ErrQueueBusy) || !strings.Contains(err.Error(), "finished") {
+		t.Fatalf("forget of a queue that still holds a finished job: %v", err)
+	}
+	e.clock.Advance(48 * time.Hour)
+	if n, err := e.q.Prune(e.ctx, "fleeting", e.clock.Now().Add(-24*time.Hour), 100); err != nil || n != 1 {
+		t.Fatalf("prune = %d, %v", n, err)
+	}
+	if err := e.q.Forget(e.ctx, "fleeting", time.Hour); !errors.Is(err, queue.ErrQueueBusy) || !strings.Contains(err.Error(), "recently") {
+		t.Fatalf("forget of a queue used within the idle time: %v", err)
+	}
+	if err := e.q.Forget(e.ctx, "fleeting", 0); err != nil {
+		t.Fatalf("forget of an empty queue: %v", err)
+	}
+	qs, err := e.q.Queues(e.ctx)
+	if err != nil || slices.Contains(qs, "fleeting") {
+		t.Fatalf("known queues after the forget: %v, %v", qs, err)
+	}
+	// Another client that registered the queue before the forget still
+	// lists it again with its next submit.
+	other := queue.New(e.srv.Client(), queue.Options{Now: e.clock.Now, LeaseClock: e.clock.Now})
+	queue.SetWriteFormat(other, queue.WriteFormat)
+	if err := other.Pause(e.ctx, "fleeting"); err != nil { // registers it (cached)
+		t.Fatal(err)
+	}
+	if err := other.Resume(e.ctx, "fleeting"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.q.Forget(e.ctx, "fleeting", 0); err != nil {
+		t.Fatalf("forget again: %v", err)
+	}
+	j2, err := (&job.Spec{Type: "t", Queue: "fleeting"}).Build(e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Submit(e.ctx, []*job.Job{j2}); err != nil {
+		t.Fatalf("submit to a forgotten queue: %v", err)
+	}
+	if qs, _ := e.q.Queues(e.ctx); !slices.Contains(qs, "fleeting") {
+		t.Fatalf("a submit did not list the forgotten queue again: %v", qs)
+	}
+	if got := e.get(t, j2.ID); got.State != job.Queued {
+		t.Fatalf("job in the queue listed again = %s", got.State)
 	}
 }

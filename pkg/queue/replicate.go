@@ -35,6 +35,13 @@ func (c *Client) replicasToWait(ctx context.Context, k *queueKeys) int {
 	if c.opts.WaitReplicas != WaitReplicasAuto {
 		return c.opts.WaitReplicas
 	}
+	switch c.rdb.(type) {
+	case *redis.Client, *redis.ClusterClient:
+	default:
+		// A client WAIT cannot run on (a pipeliner, a ring): submits
+		// through it wait for none, as before auto was the default.
+		return 0
+	}
 	node, err := c.masterOf(ctx, k)
 	if err != nil {
 		return 1 // the submit finds out
@@ -117,7 +124,7 @@ func (c *Client) runAndWait(ctx context.Context, s *script, k *queueKeys, cmd []
 	if err != nil {
 		return nil, err
 	}
-	if len(res) > 0 && (res[0] == "err" || res[0] == "guard") {
+	if len(res) > 0 && (res[0] == "err" || res[0] == "guard" || res[0] == "forgotten") {
 		return res, nil // refused: nothing was written
 	}
 	if dup := (len(res) - 1) / 2; dup > 0 && dup == submitted {

@@ -211,13 +211,27 @@ func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*j
 	args := c.submitCommand(k, jobs, idx, dryRun, g, c.submitFormat(ctx))
 	var res []string
 	var err error
-	if n := c.replicasToWait(ctx, k); n > 0 && !dryRun {
-		res, err = c.runReplicated(ctx, c.scripts.submit, k, args, len(idx), n)
-	} else {
-		res, err = c.exec(ctx, c.rdb, c.scripts.submit, args).StringSlice()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("submit: %w", err)
+	for try := 1; ; try++ {
+		if n := c.replicasToWait(ctx, k); n > 0 && !dryRun {
+			res, err = c.runReplicated(ctx, c.scripts.submit, k, args, len(idx), n)
+		} else {
+			res, err = c.exec(ctx, c.rdb, c.scripts.submit, args).StringSlice()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("submit: %w", err)
+		}
+		if res[0] != "forgotten" {
+			break
+		}
+		// The queue was forgotten (Forget) since this client registered
+		// it: list it again, then lift the marker; a forget in between
+		// makes the next try find the marker again.
+		if try == 3 {
+			return nil, fmt.Errorf("submit: queue %q is being forgotten; try again", queue)
+		}
+		if err := c.unforget(ctx, queue); err != nil {
+			return nil, fmt.Errorf("submit: %w", err)
+		}
 	}
 	if res[0] == "guard" {
 		return nil, ErrGuardMismatch

@@ -280,10 +280,13 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 // FireClient returns a queue client for SchedulerConfig.Fire: with the
 // engine options opts, over rdb's auto-pipeliner, which sends the guarded
 // submits of concurrent fires down one connection in batches. If rdb
-// cannot auto-pipeline, the client is over rdb itself.
+// cannot auto-pipeline, or submits wait for replicas (opts.WaitReplicas:
+// WAIT runs on the connection that wrote), the client is over rdb itself.
 func FireClient(rdb redis.UniversalClient, opts queue.Options) *queue.Client {
-	if ap, err := rdb.AutoPipeline(); err == nil {
-		return queue.New(ap, opts)
+	if opts.WaitReplicas == 0 {
+		if ap, err := rdb.AutoPipeline(); err == nil {
+			return queue.New(ap, opts)
+		}
 	}
 	return queue.New(rdb, opts)
 }

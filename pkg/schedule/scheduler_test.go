@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 )
 
@@ -278,6 +280,24 @@ func TestRefused(t *testing.T) {
 	} {
 		if got := refused(err); got != want {
 			t.Errorf("refused(%q) = %v, want %v", err, got, want)
+		}
+	}
+}
+
+// With submits that wait for replicas (the binaries' default, auto), fires
+// go through a client WAIT can run on, not the auto-pipeliner: before,
+// every fire failed ("WaitReplicas needs a redis.Client…").
+func TestFireClientWithWaitReplicas(t *testing.T) {
+	t.Parallel()
+	rdb := queuetest.Start(t).Client()
+	for _, n := range []int{queue.WaitReplicasAuto, 0} {
+		c := FireClient(rdb, queue.Options{WaitReplicas: n})
+		j, err := (&job.Spec{Type: "tick"}).Build(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Submit(context.Background(), []*job.Job{j}); err != nil {
+			t.Fatalf("WaitReplicas %d: submit through the fire client: %v", n, err)
 		}
 	}
 }

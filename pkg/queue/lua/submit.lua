@@ -26,7 +26,9 @@
 -- created for it), every other job being new; {'err', i, j, code, detail}
 -- when job i's dependency j is unusable (code 'not_found' or 'failed'; i
 -- and j are 0-based); then nothing was written; {'guard', current score
--- or ''} when the guard did not match, and nothing was written.
+-- or ''} when the guard did not match, and nothing was written;
+-- {'forgotten'} when the queue was forgotten (forget.lua): the caller
+-- registers it again, removes the marker and submits again.
 local n = tonumber(ARGV[6])
 local idem_ttl = ARGV[7]
 local dry_run = ARGV[8] == '1'
@@ -39,6 +41,8 @@ if guard_key ~= '' then
   local cur = redis.call('ZSCORE', guard_key, guard_member)
   if not cur or tonumber(cur) ~= tonumber(guard_expect) then return {'guard', cur or ''} end
 end
+-- A forgotten queue (forget.lua) takes a job only once registered again.
+if not dry_run and redis.call('EXISTS', QK .. 'forgotten') == 1 then return {'forgotten'} end
 local jobs = {}     -- job i's fields and phase 1's findings (phase 1 only)
 local alias = {}   -- batch id → effective id (itself, or the job a duplicate names)
 local idem_seen = {}
