@@ -353,7 +353,11 @@ export interface paths {
         get: operations["getQueue"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Forget an empty queue
+         * @description Takes the queue off the list of known queues, so that pollers and job lookups stop visiting it: one that holds no job in Redis (queued, scheduled, waiting, active, dead or finished), is not paused and has no limits. A later submit to it lists it again. 409 says what keeps it.
+         */
+        delete: operations["forgetQueue"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1939,6 +1943,38 @@ export interface operations {
             400: components["responses"]["InvalidArgument"];
             401: components["responses"]["Unauthenticated"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    forgetQueue: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A queue name. */
+                q: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
