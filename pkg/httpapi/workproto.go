@@ -103,6 +103,17 @@ type failRequest struct {
 	Retry *bool `json:"retry,omitempty"`
 }
 
+// releaseRequest gives a lease back without spending an attempt.
+type releaseRequest struct {
+	Token    string `json:"token"`
+	WorkerID string `json:"worker_id,omitempty"`
+}
+
+// releaseResult is the state of a job given back: queued.
+type releaseResult struct {
+	State string `json:"state"`
+}
+
 // outcomeResult is the state a job reached after an outcome.
 type outcomeResult struct {
 	ID    string `json:"id"`
@@ -282,6 +293,8 @@ func (r *heartbeatRequest) check() error {
 
 func (r *completeRequest) check() error { return checkLease(r.Token, r.WorkerID) }
 
+func (r *releaseRequest) check() error { return checkLease(r.Token, r.WorkerID) }
+
 func (r *failRequest) check() error {
 	switch {
 	case strings.TrimSpace(r.Error) == "":
@@ -361,6 +374,33 @@ func (s *Server) failJob(c *gin.Context) {
 		kind = queue.OutcomeDead
 	}
 	s.report(c, queue.Outcome{ID: c.Param("id"), Token: req.Token, Kind: kind, Error: req.Error, WorkerID: req.WorkerID})
+}
+
+// releaseJob handles POST /v1/jobs/{id}/release: a worker shutting down
+// gives a lease back; the job returns to the head of its priority list and
+// the interrupted attempt does not count.
+func (s *Server) releaseJob(c *gin.Context) {
+	var req releaseRequest
+	if !s.bind(c, &req) {
+		return
+	}
+	ctx := c.Request.Context()
+	id := c.Param("id")
+	q, err := s.q.QueueOf(ctx, id)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	n, err := s.q.Release(ctx, q, []queue.Lease{{Job: &job.Job{ID: id}, Token: req.Token}})
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if n == 0 {
+		fail(c, errLeaseLost)
+		return
+	}
+	c.JSON(http.StatusOK, releaseResult{State: string(job.Queued)})
 }
 
 // report writes one outcome with the same script as the Go worker.
@@ -462,6 +502,12 @@ func (s *Server) workerRoutes() []route {
 			ID: "failJob", Tag: "workers", Summary: "Report failure (HTTP worker)", Scope: scopeWork,
 			Description: "The attempt failed: retried with backoff while attempts remain (state scheduled or queued), else dead; retry false sends it to the dead letters at once. " + lost,
 			Body:        failRequest{}, Status: http.StatusOK, Response: outcomeResult{}, Errors: []int{400, 403, 404, 409, 413, 415, 503},
+		}},
+		{http.MethodPost, "/v1/jobs/:id/release", s.releaseJob, operation{
+			ID: "releaseJob", Tag: "workers", Summary: "Give a lease back (HTTP worker shutting down)", Scope: scopeWork,
+			Description: "The worker will not run the job: it returns to the head of its priority list (state queued) at once, and the interrupted attempt does not count. " +
+				"For a worker's graceful shutdown, instead of letting the lease expire (which counts an attempt and waits a lease TTL). " + lost,
+			Body: releaseRequest{}, Status: http.StatusOK, Response: releaseResult{}, Errors: []int{400, 403, 404, 409, 413, 415, 503},
 		}},
 	}
 }

@@ -312,3 +312,39 @@ func TestUnansweredClaimGivesItsLeasesBack(t *testing.T) {
 		t.Fatalf("job after the give-back = %s attempt %d; want queued, attempt 0", got.State, got.Attempt)
 	}
 }
+
+func TestHTTPWorkerReleaseGivesTheLeaseBack(t *testing.T) {
+	a := start(t)
+	j := a.submit(t, map[string]any{"type": "a", "max_attempts": 3})
+	got := a.claimJobs(t, "/v1/queues/default/claim", map[string]any{"worker_id": "py-1"})
+	if len(got) != 1 || got[0].Job.Attempt != 1 {
+		t.Fatalf("claimed %+v", got)
+	}
+	tok := got[0].Lease.Token
+	// A stale token is refused and changes nothing.
+	a.do("POST", "/v1/jobs/"+j.ID+"/release", map[string]any{"token": tok + "9", "worker_id": "py-1"}).wantError(t, http.StatusConflict, codeConflict, "")
+	a.do("POST", "/v1/jobs/"+j.ID+"/release", map[string]any{"worker_id": "py-1"}).wantError(t, http.StatusBadRequest, codeInvalidArgument, "token")
+	a.do("POST", "/v1/jobs/nosuchjob/release", map[string]any{"token": tok}).wantError(t, http.StatusNotFound, codeNotFound, "")
+	var cur job.Job
+	a.do("GET", "/v1/jobs/"+j.ID, nil).decode(t, http.StatusOK, &cur)
+	if cur.State != job.Active {
+		t.Fatalf("after a stale release: %+v", cur)
+	}
+	var out releaseResult
+	a.do("POST", "/v1/jobs/"+j.ID+"/release", map[string]any{"token": tok, "worker_id": "py-1"}).decode(t, http.StatusOK, &out)
+	if out.State != "queued" {
+		t.Fatalf("release = %+v", out)
+	}
+	a.do("GET", "/v1/jobs/"+j.ID, nil).decode(t, http.StatusOK, &cur)
+	if cur.State != job.Queued || cur.Attempt != 0 {
+		t.Fatalf("after release: state %s attempt %d, want queued at attempt 0", cur.State, cur.Attempt)
+	}
+	// The lease is gone: the old token is refused everywhere.
+	a.do("POST", "/v1/jobs/"+j.ID+"/release", map[string]any{"token": tok}).wantError(t, http.StatusConflict, codeConflict, "")
+	a.do("POST", "/v1/jobs/"+j.ID+"/complete", map[string]any{"token": tok}).wantError(t, http.StatusConflict, codeConflict, "")
+	// It is claimed again at once, as attempt 1.
+	again := a.claimJobs(t, "/v1/queues/default/claim", map[string]any{"worker_id": "py-2"})
+	if len(again) != 1 || again[0].Job.ID != j.ID || again[0].Job.Attempt != 1 {
+		t.Fatalf("claimed again %+v", again)
+	}
+}

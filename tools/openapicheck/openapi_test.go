@@ -258,6 +258,14 @@ func TestExchangesMatchTheDocument(t *testing.T) {
 	// Dead letters.
 	a.call("GET", qp+"/dead?limit=10", "", http.StatusOK)
 	a.call("POST", qp+"/dead/retry", `{"ids":["`+second.Job.ID+`"]}`, http.StatusOK)
+	// A worker shutting down gives the retried job's lease back; again is a 409.
+	claim = a.call("POST", qp+"/claim", `{"worker_id":"oas-worker"}`, http.StatusOK)
+	if err := json.Unmarshal(claim, &claimed); err != nil || len(claimed.Jobs) != 1 {
+		t.Fatalf("claim: %s", claim)
+	}
+	third := claimed.Jobs[0]
+	a.call("POST", "/v1/jobs/"+third.Job.ID+"/release", `{"token":"`+third.Lease.Token+`","worker_id":"oas-worker"}`, http.StatusOK)
+	a.call("POST", "/v1/jobs/"+third.Job.ID+"/release", `{"token":"`+third.Lease.Token+`"}`, http.StatusConflict)
 	a.call("DELETE", qp+"/dead", "", http.StatusOK)
 
 	// Limits: create, replace, read back and write back, list, delete.
