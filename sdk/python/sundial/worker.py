@@ -140,7 +140,7 @@ class Worker:
         wait_seconds: the claim's long poll (0..60).
         shutdown_timeout: seconds running jobs get to finish after
             SIGTERM/SIGINT or :meth:`stop`; the jobs still running then are
-            given back (see :meth:`run`).
+            given back with ``POST /v1/jobs/{id}/release`` (see :meth:`run`).
         timeout: seconds to wait for one answer of the API.
     """
 
@@ -200,11 +200,12 @@ class Worker:
         main thread with ``install_signal_handlers``) or :meth:`stop`.
 
         Then it stops claiming, lets running jobs finish for up to
-        ``shutdown_timeout`` seconds and returns. The HTTP protocol has no
-        route to give a lease back, so a job still running at the deadline
-        is signalled (``ctx.cancelled``), its lease is no longer renewed and
-        nothing is reported: after one lease TTL the poller reclaims it and
-        it runs again (a counted attempt, a ``lease_expired`` event).
+        ``shutdown_timeout`` seconds and returns. A job still running at the
+        deadline is signalled (``ctx.cancelled``), nothing is reported for
+        it, and its lease is given back (``POST /v1/jobs/{id}/release``): it
+        is queued again at once and the interrupted attempt does not count.
+        If the release cannot be sent, the lease expires instead and the
+        poller reclaims the job after one lease TTL (a counted attempt).
         """
         if not self._handlers:
             raise ValueError("no handlers: register one with handle() before run()")
@@ -227,9 +228,10 @@ class Worker:
                     self._cond.wait(min(0.2, max(0.0, deadline - time.monotonic())))
                 left = list(self._running.values())
             for att in left:
-                log.warning("job %s still running at the shutdown deadline: giving it back "
-                            "(its lease expires and it runs again)", att.ctx.id)
+                log.warning("job %s still running at the shutdown deadline: giving it back", att.ctx.id)
                 att.abandon()
+            for att in left:
+                self._release(att)
             log.info("worker %s stopped", self.worker_id)
         finally:
             for sig, handler in previous.items():
@@ -297,6 +299,21 @@ class Worker:
                          daemon=True).start()
         threading.Thread(target=self._execute, args=(att, time.monotonic() - claim_sent),
                          name=f"sundial-job-{att.ctx.id}", daemon=True).start()
+
+    def _release(self, att: _Attempt) -> None:
+        """Gives the lease back (shutdown): the job is queued again at once,
+        the interrupted attempt not counted. A 409 means it had already
+        ended (its outcome landed, or it was cancelled or reclaimed)."""
+        try:
+            self.transport.request("POST", att.path + "/release",
+                                   {"token": att.ctx.token, "worker_id": self.worker_id},
+                                   idempotent=True, retries=1, timeout=max(1.0, min(5.0, att.ttl / 2)))
+            log.info("job %s: lease given back; it runs again elsewhere", att.ctx.id)
+        except Conflict as exc:
+            log.info("job %s: nothing to give back (%s)", att.ctx.id, exc.message)
+        except SundialError as exc:
+            log.warning("job %s: giving the lease back failed (%s); it runs again once the lease expires",
+                        att.ctx.id, exc)
 
     def _heartbeat_loop(self, att: _Attempt) -> None:
         while not att.done.wait(att.ttl / 3):

@@ -130,6 +130,82 @@ class WorkerTest(unittest.TestCase):
         self.assertNotIn("result", got)
         self.assertNotEqual(self.c.get(slow["id"]).get("result"), "late")
 
+    def test_concurrency_8_drains_2000_jobs_each_once(self) -> None:
+        q = queue_name("drain")
+        n = 2000
+        lock = threading.Lock()
+        runs: Dict[str, int] = {}
+
+        def work(ctx: JobContext) -> None:
+            with lock:
+                runs[ctx.id] = runs.get(ctx.id, 0) + 1
+
+        ids: List[str] = []
+        for start in range(0, n, 1000):
+            ids += [j["id"] for j in self.c.submit_many(
+                [{"queue": q, "type": "noop", "payload": {"i": i}} for i in range(start, start + 1000)])]
+        w = self.worker(q, concurrency=8)
+        w.handle("noop", work)
+        began = time.monotonic()
+        with running(w):
+            eventually("all jobs to succeed", lambda: self.c.queue(q)["succeeded_total"] >= n, timeout=120, every=0.1)
+            took = time.monotonic() - began
+        stats = self.c.queue(q)
+        self.assertEqual((stats["succeeded_total"], stats["failed_total"], stats["active"], stats["dead"]),
+                         (n, 0, 0, 0))
+        self.assertEqual(len(runs), n)
+        self.assertEqual(sorted(runs), sorted(ids))
+        self.assertEqual([k for k, v in runs.items() if v != 1], [])
+        print(f"\n  drained {n} jobs at concurrency 8 in {took:.1f} s ({n / took:.0f} jobs/s)", file=sys.stderr)
+
+    def test_stale_token_refused_and_the_handler_told(self) -> None:
+        # The first worker's heartbeats never arrive (a proxy drops them): its
+        # lease expires, the poller reclaims the job and a second worker runs
+        # it under a new token. The first handler is told to stop, its
+        # result is never reported, and its token is refused by the API.
+        q = queue_name("fence")
+        told = threading.Event()
+        hold = threading.Event()
+        self.addCleanup(hold.set)
+        first: Dict[str, str] = {}
+
+        def stale(ctx: JobContext) -> str:
+            first["token"] = ctx.token
+            if ctx.cancelled.wait(20):
+                first["reason"] = ctx._attempt.lost_reason
+                told.set()
+            hold.wait(20)  # keep the slot busy: this worker claims nothing more
+            return "stale result"
+
+        proxy = Proxy(URL, lambda method, path: path.endswith("/heartbeat"))
+        self.addCleanup(proxy.close)
+        job = self.c.submit("fenced", queue=q, backoff=NO_BACKOFF, max_attempts=3)
+        w1 = self.worker(q, url=proxy.url)
+        w1.handle("fenced", stale)
+        second: Dict[str, str] = {}
+
+        def fresh(ctx: JobContext) -> str:
+            second["token"] = ctx.token
+            return "fresh result"
+
+        w2 = self.worker(q)
+        w2.handle("fenced", fresh)
+        with running(w1):
+            eventually("the first handler to be told", told.is_set, timeout=10)
+            with running(w2):
+                done = self.c.wait(job["id"], timeout=20)
+            # the stale token is refused everywhere
+            for route, body in (("heartbeat", {}), ("complete", {"result": "stale"}), ("release", {})):
+                with self.assertRaises(sundial.Conflict, msg=route):
+                    self.c.transport.request("POST", f"/v1/jobs/{job['id']}/{route}",
+                                             dict(body, token=first["token"]), retries=0)
+            hold.set()
+        self.assertEqual((done["state"], done["attempt"], done["result"]), ("succeeded", 2, "fresh result"))
+        self.assertNotEqual(first["token"], second["token"])
+        self.assertIn("renewed in time", first["reason"])
+        self.assertNotIn("complete", proxy.seen)  # the stale result was never sent
+        self.assertEqual(self.c.get(job["id"])["result"], "fresh result")
+
     def test_complete_retried_after_a_broken_connection(self) -> None:
         # the connection breaks before the complete reaches the API, then
         # after the API wrote it (the repeat is answered 409): either way the
@@ -164,8 +240,8 @@ class ShutdownTest(unittest.TestCase):
         need_api(self)
         self.c = client()
 
-    def start_worker(self, q: str, shutdown_timeout: float) -> "subprocess.Popen[str]":
-        env = dict(os.environ, SUNDIAL_QUEUES=q, SHUTDOWN_TIMEOUT=str(shutdown_timeout))
+    def start_worker(self, q: str, shutdown_timeout: float, concurrency: int = 2) -> "subprocess.Popen[str]":
+        env = dict(os.environ, SUNDIAL_QUEUES=q, SHUTDOWN_TIMEOUT=str(shutdown_timeout), CONCURRENCY=str(concurrency))
         proc = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "worker_proc.py")],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.addCleanup(proc.kill)
@@ -198,10 +274,64 @@ class ShutdownTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, out)
         self.assertLess(took, 1 + 2.5, out)  # the deadline, and the process' own exit
         self.assertIn("giving it back", out)
-        # nothing was reported; the lease runs out and the poller ends the attempt
-        done = self.c.wait(job["id"], timeout=20)
-        self.assertEqual(done["state"], "dead", out)
-        self.assertNotIn("result", done)
+        self.assertIn("lease given back", out)
+        # nothing was reported; the lease was given back: queued again at
+        # once, the interrupted attempt not counted (max_attempts 1, not dead)
+        got = self.c.get(job["id"])
+        self.assertEqual((got["state"], got["attempt"]), ("queued", 0), out)
+        self.assertNotIn("result", got)
+
+    def run_elsewhere(self, q: str, ids: List[str]) -> List[Dict[str, Any]]:
+        """Runs the queue's slow jobs at once on a worker in this process and
+        answers the jobs when all have ended."""
+        w = Worker([q], url=URL, api_key=API_KEY, concurrency=8, wait_seconds=5, shutdown_timeout=5)
+        w.handle("slow", lambda ctx: {"elsewhere": True})
+        with running(w):
+            return [self.c.wait(i, timeout=20) for i in ids]
+
+    def test_sigterm_mid_batch_gives_back_the_rest(self) -> None:
+        # 6 short jobs finish, 4 long ones are running and 2 more are queued
+        # when SIGTERM comes; after the 1 s deadline the 4 are given back,
+        # and another worker runs them (and the 2) at attempt 1.
+        q = queue_name("term-batch")
+        proc = self.start_worker(q, shutdown_timeout=1, concurrency=4)
+        short = [j["id"] for j in self.c.submit_many(
+            [{"queue": q, "type": "slow", "payload": {"seconds": 0.05}} for _ in range(6)])]
+        long = [j["id"] for j in self.c.submit_many(
+            [{"queue": q, "type": "slow", "payload": {"seconds": 60}, "max_attempts": 1} for _ in range(6)])]
+        eventually("the short jobs to finish and 4 long ones to run", lambda: (
+            all(self.c.get(i)["state"] == "succeeded" for i in short)
+            and self.c.queue(q)["active"] == 4))
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=15)
+        self.assertEqual(proc.returncode, 0, out)
+        self.assertEqual(out.count("lease given back"), 4, out)
+        after = [self.c.get(i) for i in long]
+        self.assertEqual(sorted((j["state"], j["attempt"]) for j in after), [("queued", 0)] * 6, out)
+        done = self.run_elsewhere(q, long)
+        self.assertEqual([(j["state"], j["attempt"], j["result"]) for j in done],
+                         [("succeeded", 1, {"elsewhere": True})] * 6, out)
+        finished = [self.c.get(i) for i in short]
+        self.assertEqual([(j["state"], j["attempt"], j["result"]) for j in finished],
+                         [("succeeded", 1, {"slept": 0.05})] * 6, out)
+
+    def test_kill_9_jobs_come_back_after_one_lease(self) -> None:
+        q = queue_name("kill")
+        proc = self.start_worker(q, shutdown_timeout=10, concurrency=2)
+        ids = [j["id"] for j in self.c.submit_many(
+            [{"queue": q, "type": "slow", "payload": {"seconds": 60}, "backoff": NO_BACKOFF} for _ in range(2)])]
+        eventually("both jobs to run", lambda: self.c.queue(q)["active"] == 2)
+        proc.kill()
+        proc.communicate(timeout=5)
+        killed = time.monotonic()
+        # no heartbeat renews them now: after one lease (1 s) the poller
+        # reclaims them, a counted attempt, and they run again
+        eventually("the jobs to come back", lambda: self.c.queue(q)["active"] == 0, timeout=10)
+        back = time.monotonic() - killed
+        self.assertLess(back, 5)
+        done = self.run_elsewhere(q, ids)
+        self.assertEqual([(j["state"], j["attempt"], j["result"]) for j in done],
+                         [("succeeded", 2, {"elsewhere": True})] * 2)
 
 
 if __name__ == "__main__":

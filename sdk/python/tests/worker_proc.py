@@ -1,6 +1,7 @@
 """A worker process for the shutdown test: runs "slow" jobs that sleep
 payload["seconds"] (stopping early when cancelled) until SIGTERM.
-Env: SUNDIAL_URL, SUNDIAL_API_KEY, SUNDIAL_QUEUES, SHUTDOWN_TIMEOUT."""
+Env: SUNDIAL_URL, SUNDIAL_API_KEY, SUNDIAL_QUEUES, SHUTDOWN_TIMEOUT,
+CONCURRENCY (default 2)."""
 
 import logging
 import os
@@ -18,7 +19,7 @@ def slow(ctx: JobContext) -> dict:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, stream=sys.stdout)
-    worker = Worker(concurrency=2, wait_seconds=5, shutdown_timeout=float(os.environ["SHUTDOWN_TIMEOUT"]))
+    worker = Worker(concurrency=int(os.environ.get("CONCURRENCY", "2")), wait_seconds=5, shutdown_timeout=float(os.environ["SHUTDOWN_TIMEOUT"]))
     worker.handle("slow", slow)
     print("ready", flush=True)
     worker.run()
