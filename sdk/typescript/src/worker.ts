@@ -214,11 +214,12 @@ export class Worker {
   /**
    * Claims and runs jobs until SIGTERM or SIGINT (with handleSignals) or
    * stop(). Then it stops claiming, lets running jobs finish for up to
-   * shutdownTimeoutMs and resolves. The HTTP protocol has no route to give
-   * a lease back, so a job still running at the deadline is signalled
-   * (ctx.signal), its lease is no longer renewed and nothing is reported:
-   * after one lease TTL the poller reclaims it and it runs again (a counted
-   * attempt, a lease_expired event). A handler that ignores its signal may
+   * shutdownTimeoutMs and resolves. A job still running at the deadline is
+   * signalled (ctx.signal), nothing is reported for it, and its lease is
+   * given back (POST /v1/jobs/{id}/release): it is queued again at once and
+   * the interrupted attempt does not count. If the release cannot be sent,
+   * the lease expires instead and the poller reclaims the job after one
+   * lease TTL (a counted attempt). A handler that ignores its signal may
    * keep the process alive: call process.exit() after run() if so.
    */
   async run(): Promise<void> {
@@ -246,10 +247,12 @@ export class Worker {
         ]);
         timeout.abort();
       }
-      for (const att of this.attempts.values()) {
-        this.log.warn(`job ${att.ctx.id} still running at the shutdown deadline: giving it back (its lease expires and it runs again)`);
+      const givenBack = [...this.attempts.values()];
+      for (const att of givenBack) {
+        this.log.warn(`job ${att.ctx.id} still running at the shutdown deadline: giving it back`);
         att.abandon();
       }
+      await Promise.all(givenBack.map((att) => this.release(att)));
       this.log.info(`worker ${this.workerId} stopped`);
     } finally {
       if (this.handleSignals) {
@@ -320,6 +323,24 @@ export class Worker {
       }
     }, att.ttlMs / 3);
     att.finished = this.execute(att, performance.now() - claimSent);
+  }
+
+  /** Gives the lease back (shutdown): the job is queued again at once, the
+   * interrupted attempt not counted. A 409 means it had already ended (its
+   * outcome landed, or it was cancelled or reclaimed). */
+  private async release(att: Attempt): Promise<void> {
+    try {
+      await this.transport.request('POST', `${att.path}/release`, {
+        body: { token: att.ctx.token, worker_id: this.workerId },
+        idempotent: true,
+        retries: 1,
+        timeoutMs: Math.max(1000, Math.min(5000, att.ttlMs / 2)),
+      });
+      this.log.info(`job ${att.ctx.id}: lease given back; it runs again elsewhere`);
+    } catch (err) {
+      if (err instanceof ConflictError) this.log.info(`job ${att.ctx.id}: nothing to give back (${err.message})`);
+      else this.log.warn(`job ${att.ctx.id}: giving the lease back failed (${String(err)}); it runs again once the lease expires`);
+    }
   }
 
   /** @internal Renews the lease (with progress when given); false once it is lost. */

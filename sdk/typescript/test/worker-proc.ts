@@ -1,6 +1,7 @@
 // A worker process for the shutdown test: runs "slow" jobs that sleep
 // payload.seconds (stopping early when signalled) until SIGTERM.
-// Env: SUNDIAL_URL, SUNDIAL_API_KEY, SUNDIAL_QUEUES, SHUTDOWN_TIMEOUT_MS.
+// Env: SUNDIAL_URL, SUNDIAL_API_KEY, SUNDIAL_QUEUES, SHUTDOWN_TIMEOUT_MS,
+// CONCURRENCY (default 2).
 import { Worker, type JobContext } from '../src/index.js';
 
 async function slow(ctx: JobContext<{ seconds: number }>): Promise<{ slept: number }> {
@@ -16,7 +17,7 @@ async function slow(ctx: JobContext<{ seconds: number }>): Promise<{ slept: numb
   return { slept: ctx.payload.seconds };
 }
 
-const worker = new Worker({ concurrency: 2, waitSeconds: 5, shutdownTimeoutMs: Number(process.env.SHUTDOWN_TIMEOUT_MS) });
+const worker = new Worker({ concurrency: Number(process.env.CONCURRENCY || 2), waitSeconds: 5, shutdownTimeoutMs: Number(process.env.SHUTDOWN_TIMEOUT_MS) });
 worker.handle('slow', slow);
 console.log('ready');
 await worker.run();

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { NoRetry, Worker, type JobContext, type WorkerOptions } from '../src/index.js';
+import { ConflictError, NoRetry, Worker, type Job, type JobContext, type WorkerOptions } from '../src/index.js';
 import { API_KEY, client, eventually, memoryLogger, noApi, Proxy, queueName, running, URL_ } from './support.js';
 
 const noBackoff = { base_seconds: 0, max_seconds: 0 };
@@ -109,6 +109,91 @@ describe('worker against the API', { skip: noApi }, () => {
     assert.notEqual((await c.get(slow.id)).result, 'late');
   });
 
+  test('concurrency 8 drains 2,000 jobs, each run once', async () => {
+    const q = queueName('drain');
+    const n = 2000;
+    const runs = new Map<string, number>();
+    const ids: string[] = [];
+    for (let start = 0; start < n; start += 1000) {
+      const jobs = await c.submitBatch(Array.from({ length: 1000 }, (_, i) => ({ queue: q, type: 'noop', payload: { i: start + i } })));
+      ids.push(...jobs.map((j) => j.id));
+    }
+    const w = worker(q, { concurrency: 8 });
+    w.handle('noop', (ctx) => {
+      runs.set(ctx.id, (runs.get(ctx.id) ?? 0) + 1);
+      return null;
+    });
+    const began = performance.now();
+    const took = await running(w, async () => {
+      await eventually('all jobs to succeed', async () => (await c.queue(q)).succeeded_total >= n, 120_000);
+      return (performance.now() - began) / 1000;
+    });
+    const stats = await c.queue(q);
+    assert.deepEqual([stats.succeeded_total, stats.failed_total, stats.active, stats.dead], [n, 0, 0, 0]);
+    assert.equal(runs.size, n);
+    assert.deepEqual([...runs.keys()].sort(), [...ids].sort());
+    assert.deepEqual([...runs].filter(([, v]) => v !== 1), []);
+    console.log(`drained ${n} jobs at concurrency 8 in ${took.toFixed(1)} s (${Math.round(n / took)} jobs/s)`);
+  });
+
+  // The first worker's heartbeats never arrive (a proxy drops them): its
+  // lease expires, the poller reclaims the job and a second worker runs it
+  // under a new token. The first handler is told to stop, its result is
+  // never reported, and its token is refused by the API.
+  test('a stale token is refused and the handler told', async () => {
+    const q = queueName('fence');
+    const proxy = await new Proxy(URL_, (_method, path) => path.endsWith('/heartbeat')).start();
+    let release: () => void = () => {};
+    const hold = new Promise<void>((r) => {
+      release = r;
+    });
+    try {
+      const first: { token?: string; reason?: string } = {};
+      const second: { token?: string } = {};
+      const job = await c.submit({ queue: q, type: 'fenced', backoff: noBackoff, max_attempts: 3 });
+      const w1 = worker(q, { url: proxy.url });
+      w1.handle('fenced', async (ctx) => {
+        first.token = ctx.token;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, 20_000);
+          ctx.signal.addEventListener('abort', () => {
+            clearTimeout(timer);
+            resolve();
+          });
+        });
+        if (ctx.signal.aborted) first.reason = (ctx.signal.reason as Error).message;
+        await hold; // keep the slot busy: this worker claims nothing more
+        return 'stale result';
+      });
+      const w2 = worker(q);
+      w2.handle('fenced', (ctx) => {
+        second.token = ctx.token;
+        return 'fresh result';
+      });
+      const done = await running(w1, async () => {
+        await eventually('the first handler to be told', () => first.reason, 10_000);
+        const j = await running(w2, () => c.wait(job.id, { timeoutMs: 20_000 }));
+        for (const [route, body] of [['heartbeat', {}], ['complete', { result: 'stale' }], ['release', {}]] as const) {
+          await assert.rejects(
+            c.transport.request('POST', `/v1/jobs/${job.id}/${route}`, { body: { ...body, token: first.token }, retries: 0 }),
+            ConflictError,
+            route,
+          );
+        }
+        release();
+        return j;
+      });
+      assert.deepEqual([done.state, done.attempt, done.result], ['succeeded', 2, 'fresh result']);
+      assert.notEqual(first.token, second.token);
+      assert.match(first.reason!, /renewed in time/);
+      assert.equal(proxy.seen.has('complete'), false); // the stale result was never sent
+      assert.equal((await c.get(job.id)).result, 'fresh result');
+    } finally {
+      release();
+      await proxy.close();
+    }
+  });
+
   // The connection breaks before the complete reaches the API, then after
   // the API wrote it (the repeat is answered 409): either way the job ends
   // succeeded with attempt 1, and no fail is sent.
@@ -147,9 +232,11 @@ describe('worker against the API', { skip: noApi }, () => {
 describe('shutdown', { skip: noApi }, () => {
   const c = client();
 
-  function startWorker(q: string, shutdownTimeoutMs: number) {
+  function startWorker(q: string, shutdownTimeoutMs: number, concurrency = 2) {
     const script = fileURLToPath(new URL('./worker-proc.js', import.meta.url));
-    const proc = spawn(process.execPath, [script], { env: { ...process.env, SUNDIAL_QUEUES: q, SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs) } });
+    const proc = spawn(process.execPath, [script], {
+      env: { ...process.env, SUNDIAL_QUEUES: q, SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs), CONCURRENCY: String(concurrency) },
+    });
     let out = '';
     proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
     proc.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -198,10 +285,68 @@ describe('shutdown', { skip: noApi }, () => {
       assert.equal(code, 0, w.output());
       assert.ok(performance.now() - sent < 3500);
       assert.match(w.output(), /giving it back/);
-      // nothing was reported; the lease runs out and the poller ends the attempt
-      const done = await c.wait(job.id, { timeoutMs: 20_000 });
-      assert.equal(done.state, 'dead', w.output());
-      assert.equal(done.result, undefined);
+      assert.match(w.output(), /lease given back/);
+      // nothing was reported; the lease was given back: queued again at
+      // once, the interrupted attempt not counted (max_attempts 1, not dead)
+      const got = await c.get(job.id);
+      assert.deepEqual([got.state, got.attempt], ['queued', 0], w.output());
+      assert.equal(got.result, undefined);
+    } finally {
+      w.proc.kill('SIGKILL');
+    }
+  });
+
+  /** Runs the queue's slow jobs at once on a worker in this process and
+   * answers the jobs when all have ended. */
+  async function runElsewhere(q: string, ids: string[]): Promise<Job[]> {
+    const w = worker(q, { concurrency: 8 });
+    w.handle('slow', () => ({ elsewhere: true }));
+    return running(w, () => Promise.all(ids.map((id) => c.wait(id, { timeoutMs: 20_000 }))));
+  }
+
+  // 6 short jobs finish, 4 long ones are running and 2 more are queued when
+  // SIGTERM comes; after the 1 s deadline the 4 are given back, and another
+  // worker runs them (and the 2) at attempt 1.
+  test('SIGTERM mid-batch: finished jobs stay finished, the rest are given back', async () => {
+    const q = queueName('term-batch');
+    const w = startWorker(q, 1000, 4);
+    try {
+      const short = (await c.submitBatch(Array.from({ length: 6 }, () => ({ queue: q, type: 'slow', payload: { seconds: 0.05 } })))).map((j) => j.id);
+      const long = (await c.submitBatch(Array.from({ length: 6 }, () => ({ queue: q, type: 'slow', payload: { seconds: 60 }, max_attempts: 1 })))).map((j) => j.id);
+      await eventually('the short jobs to finish and 4 long ones to run', async () => {
+        const states = await Promise.all(short.map(async (id) => (await c.get(id)).state));
+        return states.every((s) => s === 'succeeded') && (await c.queue(q)).active === 4;
+      });
+      w.proc.kill('SIGTERM');
+      const code = await exitWithin(w.exited, 5000, w.output);
+      assert.equal(code, 0, w.output());
+      assert.equal(w.output().match(/lease given back/g)?.length, 4, w.output());
+      const after = await Promise.all(long.map((id) => c.get(id)));
+      assert.deepEqual(after.map((j) => [j.state, j.attempt]), long.map(() => ['queued', 0]), w.output());
+      const done = await runElsewhere(q, long);
+      assert.deepEqual(done.map((j) => [j.state, j.attempt, j.result]), long.map(() => ['succeeded', 1, { elsewhere: true }]), w.output());
+      const finished = await Promise.all(short.map((id) => c.get(id)));
+      assert.deepEqual(finished.map((j) => [j.state, j.attempt, j.result]), short.map(() => ['succeeded', 1, { slept: 0.05 }]), w.output());
+    } finally {
+      w.proc.kill('SIGKILL');
+    }
+  });
+
+  test('kill -9: its jobs come back after one lease', async () => {
+    const q = queueName('kill');
+    const w = startWorker(q, 10_000, 2);
+    try {
+      const ids = (await c.submitBatch(Array.from({ length: 2 }, () => ({ queue: q, type: 'slow', payload: { seconds: 60 }, backoff: noBackoff })))).map((j) => j.id);
+      await eventually('both jobs to run', async () => (await c.queue(q)).active === 2);
+      w.proc.kill('SIGKILL');
+      await exitWithin(w.exited, 5000, w.output);
+      const killed = performance.now();
+      // no heartbeat renews them now: after one lease (1 s) the poller
+      // reclaims them, a counted attempt, and they run again
+      await eventually('the jobs to come back', async () => (await c.queue(q)).active === 0, 10_000);
+      assert.ok(performance.now() - killed < 5000);
+      const done = await runElsewhere(q, ids);
+      assert.deepEqual(done.map((j) => [j.state, j.attempt, j.result]), ids.map(() => ['succeeded', 2, { elsewhere: true }]));
     } finally {
       w.proc.kill('SIGKILL');
     }
