@@ -123,3 +123,33 @@ func TestTypeScriptSDK(t *testing.T) {
 	run(t, ctx, dir, nil, npm, "run", "--silent", "build")
 	run(t, ctx, dir, []string{"SUNDIAL_URL=" + base, "SUNDIAL_API_KEY=" + adminKey}, npm, "test")
 }
+
+// TestSDKThroughput measures each SDK's worker over HTTP: a few thousand
+// no-op jobs at concurrency 8 and 64 against the API, a poller and a
+// redis-server on loopback (sdk/python/tests/bench_worker.py,
+// sdk/typescript/test/bench.ts). Opt-in, not in CI:
+//
+//	SUNDIAL_SDK_BENCH=1 go test -tags sdktest -run TestSDKThroughput -v ./internal/sdktest
+//
+// SUNDIAL_SDK_BENCH_JOBS sets the number of jobs (4000). The numbers are in
+// docs/sdks.md.
+func TestSDKThroughput(t *testing.T) {
+	if os.Getenv("SUNDIAL_SDK_BENCH") == "" {
+		t.Skip("set SUNDIAL_SDK_BENCH=1 to measure the SDK workers' throughput")
+	}
+	jobs := os.Getenv("SUNDIAL_SDK_BENCH_JOBS")
+	if jobs == "" {
+		jobs = "4000"
+	}
+	py := python(t)
+	node, npm := proctest.NeedTool(t, "node"), proctest.NeedTool(t, "npm")
+	base := startStack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	env := []string{"SUNDIAL_URL=" + base, "SUNDIAL_API_KEY=" + adminKey, "PYTHONDONTWRITEBYTECODE=1"}
+	src, _ := filepath.Abs(filepath.Join(root, "sdk", "python"))
+	run(t, ctx, filepath.Join(src, "tests"), append(env, "PYTHONPATH="+src), py, "bench_worker.py", jobs, "8", "64")
+	ts, _ := filepath.Abs(filepath.Join(root, "sdk", "typescript"))
+	run(t, ctx, ts, nil, npm, "run", "--silent", "pretest")
+	run(t, ctx, ts, env, node, filepath.Join("build", "test", "bench.js"), jobs, "8", "64")
+}
