@@ -21,7 +21,7 @@ fi
 # Playwright cannot download its own browsers here).
 [ -x /usr/bin/chromium ] || need_apt+=(chromium chromium-driver)
 command -v node >/dev/null || need_apt+=(nodejs)
-command -v python3 >/dev/null || need_apt+=(python3)   # examples/python_worker.py (internal/e2e)
+command -v python3 >/dev/null || need_apt+=(python3)   # examples/python_worker.py (internal/e2e), on sdk/python
 command -v npm >/dev/null || need_apt+=(npm)
 # The Python SDK's tests (make test-sdk) make a virtual environment and build sdk/python
 # without a package index: Debian's python3 with venv, pip, setuptools and wheel.
@@ -61,4 +61,16 @@ say "helm for the deploy checks: $(bash scripts/install-helm.sh)"
 if [ ! web/node_modules/.package-lock.json -nt web/package-lock.json ]; then
   say "npm ci in web/"
   (cd web && npm ci --no-audit --no-fund)
+fi
+
+# The TypeScript SDK's packages and build (sdk/typescript/dist), which
+# examples/node_worker.mjs imports (internal/e2e runs it): npm ci when its lock
+# file changed, tsc when a source is newer than the build.
+if [ ! sdk/typescript/node_modules/.package-lock.json -nt sdk/typescript/package-lock.json ]; then
+  say "npm ci in sdk/typescript"
+  (cd sdk/typescript && npm ci --no-audit --no-fund)
+fi
+if [ ! -f sdk/typescript/dist/index.js ] || [ -n "$(find sdk/typescript/src sdk/typescript/tsconfig.json -newer sdk/typescript/dist/index.js -print -quit)" ]; then
+  say "building the TypeScript SDK (sdk/typescript/dist)"
+  (cd sdk/typescript && npm run --silent build)
 fi
