@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -92,6 +93,9 @@ func exerciseEveryScript(t *testing.T, ctx context.Context, q *queue.Client, clk
 	// (limit.lua, parked sets, group lists) to the slot test too.
 	_, _, err := q.SetLimit(ctx, name, queue.Limit{Name: "l", Key: "k", Concurrency: 5, Rate: &queue.Rate{Limit: 100, PeriodSeconds: 60}}) // limit.lua
 	must(err)
+	if err := q.Forget(ctx, name, time.Hour); !errors.Is(err, queue.ErrQueueBusy) { // forget.lua: refused, the queue has a limit
+		t.Fatalf("queue %s: forget = %v, want ErrQueueBusy", name, err)
+	}
 	parent := build(job.Spec{MaxAttempts: &three, Group: "g"})
 	child := build(job.Spec{})
 	child.DependsOn = []string{parent.ID}
