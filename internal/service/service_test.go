@@ -3,6 +3,9 @@ package service
 import (
 	"runtime/debug"
 	"testing"
+
+	"github.com/sundialhq/sundial/pkg/config"
+	"github.com/sundialhq/sundial/pkg/queue"
 )
 
 // The services collect garbage at DefaultGCPercent unless GOGC says
@@ -22,5 +25,12 @@ func TestTuneGC(t *testing.T) {
 	}
 	if p := debug.SetGCPercent(100); p != 100 {
 		t.Fatalf("GC percent with GOGC set = %d, want it left as it was (100)", p)
+	}
+}
+
+// SUNDIAL_REDIS_WAIT_REPLICAS=auto reaches the engine as its auto value.
+func TestWaitReplicasAutoIsTheEngines(t *testing.T) {
+	if config.WaitReplicasAuto != queue.WaitReplicasAuto {
+		t.Fatalf("config.WaitReplicasAuto %d, queue.WaitReplicasAuto %d", config.WaitReplicasAuto, queue.WaitReplicasAuto)
 	}
 }

@@ -14,8 +14,13 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/egress"
-	"github.com/sundialhq/sundial/pkg/queue"
 )
+
+// WaitReplicasAuto is SUNDIAL_REDIS_WAIT_REPLICAS=auto in
+// Config.RedisWaitReplicas: queue.WaitReplicasAuto, which it is passed on
+// as (this package does not import the engine, so that tools reading the
+// configuration stay light).
+const WaitReplicasAuto = -1
 
 // QueueWeight is a queue a worker or poller serves, with its weight.
 type QueueWeight struct {
@@ -77,7 +82,7 @@ var Vars = []Var{
 	}},
 	{"SUNDIAL_REDIS_WAIT_REPLICAS", "auto", "submit: after writing a job, WAIT until this many Redis replicas have it before answering 201; fewer in time answers 503 and the client retries with its idempotency key. auto = 1 whenever the queue's master has a connected replica, else 0; 0 = answer once the master has it (see docs/operations.md)", false, func(c *Config, v string) error {
 		if v == "auto" {
-			c.RedisWaitReplicas = queue.WaitReplicasAuto
+			c.RedisWaitReplicas = WaitReplicasAuto
 			return nil
 		}
 		return intVar(0, 16, func(c *Config, n int) { c.RedisWaitReplicas = n })(c, v)
