@@ -43,15 +43,19 @@ func (c *Client) ClaimTypes(ctx context.Context, queue string, n int, workerID s
 const claimArgsLen = 6
 
 // claimArgs appends claim.lua's own arguments to cmd: how many jobs, the
-// worker, the lease TTL, the types, the storage format and a fresh nonce
-// for the fencing tokens' tags (next_token in claim.lua).
+// worker, the lease TTL, the types, the storage format and the fencing
+// tokens' random tags (next_token in claim.lua).
 func (c *Client) claimArgs(ctx context.Context, cmd []any, n int, workerID, types string) []any {
-	return append(cmd, n, workerID, c.opts.LeaseTTL.Milliseconds(), types, c.claimFormat(ctx), tokenNonce())
+	return append(cmd, n, workerID, c.opts.LeaseTTL.Milliseconds(), types, c.claimFormat(ctx), tokenTags(n))
 }
 
-// tokenNonce returns 16 random hex digits.
-func tokenNonce() string {
-	return strconv.FormatUint(rand.Uint64()|1<<63, 16)
+// tokenTags returns n tags of 12 random hex digits, one after another.
+func tokenTags(n int) []byte {
+	b := make([]byte, 0, 12*max(n, 0))
+	for range n {
+		b = strconv.AppendUint(b, rand.Uint64()>>16|1<<47, 16)
+	}
+	return b
 }
 
 // parseLeases decodes claim.lua's answer: groups of 12 fields per job.

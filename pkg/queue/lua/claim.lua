@@ -3,7 +3,7 @@
 -- ARGV[9] types: comma-separated job types the caller runs ('' = any). With
 --         types, a list whose next job is of another type is passed over
 --         (its order is kept: types guard a claim, queues route work).
--- ARGV[11] a nonce, fresh per call, for the tokens' tags (next_token).
+-- ARGV[11] the tokens' tags: 12 random hex digits per job, fresh per call (next_token).
 -- ARGV[10] the storage format to write: '2' keeps the attempt's token,
 --         number, worker and start in its K_ACTIVE record only, and writes
 --         nothing on the job hash; '3' and '4' do the same and also write PAD
@@ -63,20 +63,35 @@ local taken = 0 -- jobs claimed so far: leases, actives and out hold their entri
 -- number from a range reserved on first use, never below the lease
 -- clock's ms times 1000: a Redis that comes back from an older snapshot
 -- (its counter rolled back) still hands out fences above every earlier
--- one, so long as its clock moves forward. The tag is a hash of the
--- caller's nonce (ARGV[11], fresh per call) and the fence: a token is
+-- one, so long as its clock moves forward. The tag is the caller's: 12
+-- random hex digits per token in ARGV[11] (fresh per call), so a token is
 -- never handed out twice whatever Redis forgets, and one token tells
 -- nothing of another's tag (docs/engine.md, "Fencing tokens").
-local fence = nil
-local nonce = ARGV[11] or ''
+-- The fence's decimal string is built from its thousands, formatted once
+-- per thousand, and its last three digits (dec3 in lib.lua): one
+-- concatenation per token instead of a string.format of the whole number.
+local fence_hi, fence_hi_s, fence_lo = nil, nil, nil
+local tags = ARGV[11] or ''
+local issued = 0
 local function next_token()
-  if fence == nil then
-    fence = math.max(tonumber(redis.call('GET', K_FENCE) or '0') or 0, lease_now() * 1000)
-    redis.call('SET', K_FENCE, ms(fence + n))
+  if fence_hi == nil then
+    local last = math.max(tonumber(redis.call('GET', K_FENCE) or '0') or 0, lease_now() * 1000)
+    redis.call('SET', K_FENCE, ms(last + n))
+    fence_lo = last % 1000
+    fence_hi = (last - fence_lo) / 1000
+    fence_hi_s = ms(fence_hi)
   end
-  fence = fence + 1
-  local f = ms(fence)
-  return f .. '-' .. string.sub(redis.sha1hex(nonce .. f), 1, 12)
+  fence_lo = fence_lo + 1
+  if fence_lo == 1000 then
+    fence_lo = 0
+    fence_hi = fence_hi + 1
+    fence_hi_s = ms(fence_hi)
+  end
+  issued = issued + 1
+  local tag = string.sub(tags, 12 * issued - 11, 12 * issued)
+  if #tag < 12 then tag = string.sub(redis.sha1hex(tags .. issued), 1, 12) end
+  if fence_hi == 0 then return fence_lo .. '-' .. tag end
+  return fence_hi_s .. dec3(fence_lo) .. '-' .. tag
 end
 -- A job's fields are read with claim_fields (lib.lua): type, payload,
 -- attempt, max_attempts, timeout, priority, created_at, run_at, state,

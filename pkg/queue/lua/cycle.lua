@@ -3,7 +3,7 @@
 -- ones for the freed slots in one round trip (complete.lua and claim.lua,
 -- run as complete_part and claim_part, see scripts.go).
 -- ARGV[6..11] as claim.lua's (n, worker id, lease ttl ms, types, format,
--- nonce); ARGV[12] m, then m groups of 6 as complete.lua's.
+-- tags); ARGV[12] m, then m groups of 6 as complete.lua's.
 -- Returns {the statuses of complete.lua, the leases of claim.lua}.
 local cargs = {ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]}
 for i = 12, #ARGV do cargs[i - 6] = ARGV[i] end

@@ -68,10 +68,18 @@ local function job_fields(id, fields)
   end
   return f
 end
--- next_attempt gives an attempt count's successor as a string ('0' →
--- '1'), made on first use and kept while the library is loaded (a plain
--- script of the EVALSHA fallback makes only those its call uses): a claim
--- builds its attempt numbers from it instead of formatting a number per job.
+-- dec3 gives the numbers 0 to 999 as strings padded to three digits
+-- ('007'), and next_attempt an attempt count's successor as a string ('0'
+-- → '1'): a claim builds its tokens and attempt numbers from them instead
+-- of formatting a number per job. Each string is made on first use and
+-- kept while the library is loaded (a plain script of the EVALSHA fallback
+-- makes only those its call uses).
+local DEC3 = {}
+local function dec3(i)
+  local s = DEC3[i]
+  if not s then s = string.format('%03d', i); DEC3[i] = s end
+  return s
+end
 local NEXT_ATTEMPT = {}
 local function next_attempt(a)
   local s = NEXT_ATTEMPT[a]
