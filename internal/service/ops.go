@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sundialhq/sundial/internal/deadline"
 )
 
 // Check is one readiness check: nil when the part it checks is usable.
@@ -57,7 +58,7 @@ func (o *Ops) Handler() http.Handler {
 		var wg sync.WaitGroup
 		for name, c := range o.checks {
 			wg.Go(func() {
-				err := within(ctx, c)
+				err := deadline.Within(ctx, c)
 				mu.Lock()
 				errs[name] = err
 				mu.Unlock()
@@ -82,21 +83,6 @@ func (o *Ops) Handler() http.Handler {
 // readyTimeout bounds /readyz: the checks run at once, and one that has
 // not answered by then fails (the chart's probes allow 3 s).
 const readyTimeout = 2 * time.Second
-
-// within returns check's error, or ctx's once ctx ends first: a client
-// need not honour the deadline (go-redis reads a reply for up to its
-// ReadTimeout, 5 s, whatever the context), and the check then finishes
-// in the background.
-func within(ctx context.Context, check Check) error {
-	done := make(chan error, 1)
-	go func() { done <- check(ctx) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // Serve serves the endpoint on ln (from ListenOps) until ctx ends, and
 // logs the address it serves on.

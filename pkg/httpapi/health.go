@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/sundialhq/sundial/internal/deadline"
 )
 
 // healthBody is the answer of GET /healthz.
@@ -48,9 +49,11 @@ func (s *Server) readyz(c *gin.Context) {
 	defer cancel()
 	var redisErr, historyErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { redisErr = within(ctx, func(ctx context.Context) error { return s.q.Redis().Ping(ctx).Err() }) })
+	wg.Go(func() {
+		redisErr = deadline.Within(ctx, func(ctx context.Context) error { return s.q.Redis().Ping(ctx).Err() })
+	})
 	if s.cfg.History != nil {
-		wg.Go(func() { historyErr = within(ctx, s.cfg.History.Ping) })
+		wg.Go(func() { historyErr = deadline.Within(ctx, s.cfg.History.Ping) })
 	}
 	wg.Wait()
 
@@ -79,21 +82,6 @@ func (s *Server) readyz(c *gin.Context) {
 	msg += " unavailable"
 	out.Error = &errorDetail{Code: codeUnavailable, Message: msg}
 	c.JSON(http.StatusServiceUnavailable, out)
-}
-
-// within returns check's error, or ctx's once ctx ends first: a client
-// need not honour the deadline (go-redis reads a reply for up to its
-// ReadTimeout, 5 s, whatever the context), and the check then finishes
-// in the background.
-func within(ctx context.Context, check func(context.Context) error) error {
-	done := make(chan error, 1)
-	go func() { done <- check(ctx) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func (s *Server) check(name string, err error) readyCheck {
