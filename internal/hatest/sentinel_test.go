@@ -16,8 +16,8 @@ import (
 
 // TestSentinelFailover: the binaries run on a Sentinel-managed Redis (one
 // master, two replicas, three sentinels, down-after 1000 ms) with the
-// default SUNDIAL_REDIS_WAIT_REPLICAS (auto: one replica while the master
-// has one), under steady load. The master is killed
+// default SUNDIAL_REDIS_WAIT_REPLICAS (auto: every replica the master has
+// connected), under steady load. The master is killed
 // with SIGKILL and never comes back; Sentinel promotes a replica. Every job
 // the API acknowledged, before or after, succeeds; the same processes keep
 // serving (workers' blocking waits and cancel subscriptions, the poller's

@@ -80,7 +80,7 @@ var Vars = []Var{
 		_, err := RedisOptions(v)
 		return err
 	}},
-	{"SUNDIAL_REDIS_WAIT_REPLICAS", "auto", "submit: after writing a job, WAIT until this many Redis replicas have it before answering 201; fewer in time answers 503 and the client retries with its idempotency key. auto = 1 whenever the queue's master has a connected replica, else 0; 0 = answer once the master has it (see docs/operations.md)", false, func(c *Config, v string) error {
+	{"SUNDIAL_REDIS_WAIT_REPLICAS", "auto", "submit: after writing a job, WAIT until this many Redis replicas have it before answering 201; fewer in time answers 503 and the client retries with its idempotency key. auto = every replica the queue's master has connected (0 when it has none); 0 = answer once the master has it (see docs/operations.md)", false, func(c *Config, v string) error {
 		if v == "auto" {
 			c.RedisWaitReplicas = WaitReplicasAuto
 			return nil

@@ -37,11 +37,12 @@ func (e *ConflictError) Error() string {
 // Is makes errors.Is(err, ErrConflict) true.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
-// WaitReplicasAuto is Options.WaitReplicas' "one whenever there is one":
-// a submit waits for one replica while the queue's master reports a
-// connected replica (INFO replication, read at most once a second per
-// master), and for none otherwise — a master without replicas has none to
-// lose acknowledged jobs to in a failover.
+// WaitReplicasAuto is Options.WaitReplicas' "every replica there is": a
+// submit waits for as many replicas as the queue's master reports
+// connected (INFO replication, read at most once a second per master), so
+// that whichever one a failover promotes has the job (waiting for one of
+// two lost jobs when the other, lagging, was promoted); a master without
+// replicas waits for none, having none to lose jobs to in a failover.
 const WaitReplicasAuto = -1
 
 // Options tune a Client. The zero value is usable: New fills in defaults.
@@ -67,7 +68,7 @@ type Options struct {
 	// the connection that wrote the jobs) until that many replicas of the
 	// queue's master acknowledge the write, up to WaitTimeout; fewer in
 	// time fail the submit with ErrNotReplicated. WaitReplicasAuto waits
-	// for one while the queue's master has a connected replica. Default 0:
+	// for every replica the queue's master has connected. Default 0:
 	// a submit returns once the master has the jobs (see
 	// docs/operations.md); the binaries default to WaitReplicasAuto.
 	WaitReplicas int

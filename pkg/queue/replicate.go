@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -29,8 +30,8 @@ func (c *Client) masterOf(ctx context.Context, k *queueKeys) (*redis.Client, err
 }
 
 // replicasToWait is how many replicas a submit to the queue of keys k
-// waits for (Options.WaitReplicas; for WaitReplicasAuto, 1 while the
-// master reports a connected replica).
+// waits for (Options.WaitReplicas; for WaitReplicasAuto, every replica the
+// master reports connected).
 func (c *Client) replicasToWait(ctx context.Context, k *queueKeys) int {
 	if c.opts.WaitReplicas != WaitReplicasAuto {
 		return c.opts.WaitReplicas
@@ -58,8 +59,8 @@ func (c *Client) replicasToWait(ctx context.Context, k *queueKeys) int {
 	n := 0
 	if err != nil {
 		n = 1 // unknown: wait, as if it had one
-	} else if v := infoField(info, "connected_slaves"); v != "" && v != "0" {
-		n = 1
+	} else if v, err := strconv.Atoi(infoField(info, "connected_slaves")); err == nil {
+		n = min(max(v, 0), 16)
 	}
 	c.replicaMu.Lock()
 	if c.replicaSeen == nil {

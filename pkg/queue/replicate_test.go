@@ -97,7 +97,7 @@ func TestDuplicateSubmitWaitsForReplicasToo(t *testing.T) {
 	}
 }
 
-// WaitReplicasAuto waits for one replica while the master has one, and for
+// WaitReplicasAuto waits for the replicas the master has (one here), and for
 // none once it has none (a master without replicas loses nothing to a
 // failover); the binaries' default (issue 33, item 4).
 func TestWaitReplicasAuto(t *testing.T) {
