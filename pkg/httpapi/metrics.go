@@ -173,7 +173,7 @@ func (m *metrics) observeEvent(e *streamEvent) {
 	case job.EventDead:
 		s.dead.Inc()
 		m.finishAttempt(e, false)
-	case job.EventCancelled:
+	case job.EventCancelled, job.EventSnoozed:
 		delete(m.running, e.JobID)
 	}
 }

@@ -80,6 +80,14 @@ func (j *Job) AppendJSON(b []byte) ([]byte, error) {
 		b = j.Progress.appendJSON(b)
 	}
 	b = appendOptString(b, "throttled_by", j.ThrottledBy)
+	if j.HeldBack != nil {
+		b = appendKey(b, ',', "held_back")
+		b = appendKey(b, '{', "reason")
+		b = appendString(b, j.HeldBack.Reason)
+		b = appendKey(b, ',', "message")
+		b = appendString(b, j.HeldBack.Message)
+		b = append(b, '}')
+	}
 	b = appendKey(b, ',', "run_at")
 	b = appendTime(b, j.RunAt)
 	b = appendKey(b, ',', "created_at")

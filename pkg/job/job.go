@@ -68,6 +68,9 @@ const (
 	EventRetried      EventType = "retried"
 	EventLeaseExpired EventType = "lease_expired"
 	EventWaiting      EventType = "waiting"
+	// EventSnoozed: the handler asked to run again later; the attempt is
+	// given back (max_attempts grows by one).
+	EventSnoozed EventType = "snoozed"
 	// EventProgress: a running attempt reported progress (at most one
 	// event a second per job; the latest value is on the job).
 	EventProgress EventType = "progress"
@@ -122,6 +125,25 @@ type Job struct {
 	// ThrottledBy names the limit a queued job waits for (see
 	// docs/flow-control.md); empty when none holds it back.
 	ThrottledBy string `json:"throttled_by,omitempty"`
+	// HeldBack says what keeps a job that has not ended from running now;
+	// nil when nothing does (it runs, or is due and waits for a worker).
+	HeldBack *HeldBack `json:"held_back,omitempty"`
+}
+
+// The reasons of HeldBack.
+const (
+	HeldDependencies = "dependencies" // waiting for the jobs it depends on
+	HeldScheduled    = "scheduled"    // due later (delay, run_at, a retry's backoff, a snooze)
+	HeldLimit        = "limit"        // a limit of the queue has no room (docs/flow-control.md)
+	HeldNoHandler    = "no_handler"   // the workers that claimed it do not handle its type
+	HeldPaused       = "paused"       // its queue is paused
+)
+
+// HeldBack is why a job is not running: a reason (HeldDependencies, …)
+// for programs and a sentence for people.
+type HeldBack struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 // Progress is a running job's reported progress.

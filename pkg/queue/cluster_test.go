@@ -96,6 +96,18 @@ func exerciseEveryScript(t *testing.T, ctx context.Context, q *queue.Client, clk
 	if err := q.Forget(ctx, name, time.Hour); !errors.Is(err, queue.ErrQueueBusy) { // forget.lua: refused, the queue has a limit
 		t.Fatalf("queue %s: forget = %v, want ErrQueueBusy", name, err)
 	}
+	// A job no claimer handles: a typed claim parks it, unhandled.lua buries it.
+	nobody := build(job.Spec{})
+	nobody.Type = "nobody"
+	if _, err := q.Submit(ctx, []*job.Job{nobody}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Claim(ctx, name, 1, "w", "somebody"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := q.BuryUnhandled(ctx, name, "nobody", clk.Now(), 10); err != nil || n != 1 {
+		t.Fatalf("queue %s: bury unhandled = %d %v, want 1", name, n, err)
+	}
 	parent := build(job.Spec{MaxAttempts: &three, Group: "g"})
 	child := build(job.Spec{})
 	child.DependsOn = []string{parent.ID}

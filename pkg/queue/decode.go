@@ -83,7 +83,9 @@ func DecodeJob(queue, id string, h map[string]string) *job.Job {
 		j.Result = json.RawMessage(r)
 	}
 	if p := h["parked"]; p != "" && j.State == job.Queued {
-		j.ThrottledBy, _, _ = strings.Cut(p, "|") // a slot: "<limit>|<key>"
+		if l, _, _ := strings.Cut(p, "|"); l != NoHandlerLimit { // a slot: "<limit>|<key>"
+			j.ThrottledBy = l
+		}
 	}
 	if d := h["depends_on"]; d != "" {
 		j.DependsOn = strings.Split(d, ",")

@@ -392,18 +392,18 @@ func TestGroupsTakeTurns(t *testing.T) {
 	}
 }
 
-// TestGroupedJobWithTypesFilter: a claim for some types only looks at a
-// group's next job through its marker, and leaves it when it does not run
-// that type.
+// TestGroupedJobWithTypesFilter: a claim for some types parks a group's
+// next job of another type and goes on to the group's job after it; a
+// claim that handles the type takes the parked one first.
 func TestGroupedJobWithTypesFilter(t *testing.T) {
 	e := newEnv(t)
 	jobs := e.submit(t, job.Spec{Type: "x", Group: "g"}, job.Spec{Type: "y", Group: "g"})
-	ls, err := e.q.ClaimTypes(e.ctx, "default", 5, "w", []string{"y"})
-	if err != nil || len(ls) != 0 {
-		t.Fatalf("claim of y: %v %v; the group's next job is an x", ls, err)
+	ls, err := e.q.Claim(e.ctx, "default", 5, "w", "y")
+	if err != nil || len(ls) != 1 || ls[0].Job.ID != jobs[1].ID {
+		t.Fatalf("claim of y: %v %v; want the group's y behind its x", ls, err)
 	}
-	ls, err = e.q.ClaimTypes(e.ctx, "default", 5, "w", []string{"x", "y"})
-	if err != nil || len(ls) != 2 || ls[0].Job.ID != jobs[0].ID || ls[0].Job.Group != "g" {
+	ls, err = e.q.Claim(e.ctx, "default", 5, "w", "x", "y")
+	if err != nil || len(ls) != 1 || ls[0].Job.ID != jobs[0].ID || ls[0].Job.Group != "g" {
 		t.Fatalf("claim of x,y: %v %v", ls, err)
 	}
 }

@@ -61,7 +61,7 @@ func TestClaimPassesOverARunningJobsID(t *testing.T) {
 	}
 	// The same through the one-at-a-time path of a claim by type.
 	e.srv.Client().LPush(e.ctx, queue.QueueKey("default", "normal"), j.ID)
-	if again, err := e.q.ClaimTypes(e.ctx, "default", 5, "w2", []string{"t"}); err != nil || len(again) != 0 {
+	if again, err := e.q.Claim(e.ctx, "default", 5, "w2", "t"); err != nil || len(again) != 0 {
 		t.Fatalf("claim by type = %v, %v; want nothing", again, err)
 	}
 	if st := e.complete(t, "default", queue.Outcome{ID: j.ID, Token: l[0].Token, Kind: queue.OutcomeSucceeded, WorkerID: "w1"}); st[0] != queue.StatusSucceeded {

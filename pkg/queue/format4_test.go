@@ -104,7 +104,7 @@ func TestFormat4WritesCompactJobHashes(t *testing.T) {
 		if _, _, err := e.q.Promote(e.ctx, "default", 100); err != nil {
 			t.Fatal(err)
 		}
-		next, err := e.q.ClaimTypes(e.ctx, "default", 1, "w1", []string{"plain"}) // not the delayed "full", due now
+		next, err := e.q.Claim(e.ctx, "default", 1, "w1", "plain") // not the delayed "full", due now
 		if err != nil || len(next) != 1 || next[0].Job.ID != first.Job.ID || next[0].Job.Attempt != attempt+1 {
 			t.Fatalf("claim after attempt %d = %+v, %v", attempt, next, err)
 		}

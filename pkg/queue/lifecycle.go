@@ -21,14 +21,11 @@ type Lease struct {
 
 // Claim leases up to n jobs of queue for workerID, highest priority first.
 // It returns no leases when the queue is paused or has no due job.
-func (c *Client) Claim(ctx context.Context, queue string, n int, workerID string) ([]Lease, error) {
-	return c.ClaimTypes(ctx, queue, n, workerID, nil)
-}
-
-// ClaimTypes is Claim for a caller that runs only the given job types (nil:
-// any). A priority list whose next job is of another type is passed over,
-// its order kept: types guard a claim; route types to queues to split work.
-func (c *Client) ClaimTypes(ctx context.Context, queue string, n int, workerID string, types []string) ([]Lease, error) {
+// types, when given, are the only job types the caller runs: a queued job
+// of another type is parked for a worker that runs it, and the claim goes
+// on behind it (claim.lua), so workers that handle different types share a
+// queue and each takes its own types in priority order.
+func (c *Client) Claim(ctx context.Context, queue string, n int, workerID string, types ...string) ([]Lease, error) {
 	k := c.keysFor(queue)
 	now := c.opts.Now()
 	cmd := c.claimArgs(ctx, c.command(c.scripts.claim, k, now, claimArgsLen), n, workerID, strings.Join(types, ","))
@@ -92,6 +89,12 @@ const (
 	OutcomeSucceeded OutcomeKind = "ok"   // the handler returned a result
 	OutcomeFailed    OutcomeKind = "fail" // retry with backoff while attempts remain
 	OutcomeDead      OutcomeKind = "dead" // do not retry
+	// OutcomeSnoozed: run again after Delay without spending an attempt
+	// (max_attempts grows by one to give it back).
+	OutcomeSnoozed OutcomeKind = "snooze"
+	// OutcomeCancelled: the handler cancelled its job; it ends cancelled,
+	// with Error as the reason.
+	OutcomeCancelled OutcomeKind = "cancel"
 )
 
 // Outcome is the end of one attempt, reported by the lease holder.
@@ -100,8 +103,11 @@ type Outcome struct {
 	Token    string
 	Kind     OutcomeKind
 	Result   json.RawMessage // for OutcomeSucceeded
-	Error    string          // for OutcomeFailed and OutcomeDead
+	Error    string          // for OutcomeFailed and OutcomeDead; the reason of OutcomeSnoozed and OutcomeCancelled
 	WorkerID string
+	// Delay is, for OutcomeFailed, the retry's delay when the handler chose
+	// one (0: the job's backoff), and for OutcomeSnoozed, how long to wait.
+	Delay time.Duration
 }
 
 // Status is the state a job reached after an outcome, or StatusStale when
@@ -114,6 +120,7 @@ const (
 	StatusScheduled Status = "scheduled"
 	StatusQueued    Status = "queued"
 	StatusDead      Status = "dead"
+	StatusCancelled Status = "cancelled"
 	StatusStale     Status = "stale"
 )
 
@@ -144,9 +151,15 @@ func (c *Client) outcomeArgs(args []any, outcomes []Outcome) []any {
 		if o.Kind == OutcomeSucceeded {
 			detail = string(o.Result) // Redis reads no result from "" (complete.lua)
 		}
-		// Only a failure that may be retried draws its backoff's jitter.
+		// Only a failure that may be retried draws its backoff's jitter,
+		// unless its handler chose the delay ("+<ms>", complete.lua).
 		var r any = 0
-		if o.Kind == OutcomeFailed {
+		switch {
+		case o.Kind == OutcomeSnoozed:
+			r = max(o.Delay, 0).Milliseconds()
+		case o.Kind == OutcomeFailed && o.Delay > 0:
+			r = "+" + strconv.FormatInt(o.Delay.Milliseconds(), 10)
+		case o.Kind == OutcomeFailed:
 			r = c.random()
 		}
 		args = append(args, o.ID, o.Token, kindArg(o.Kind), detail, o.WorkerID, r)
@@ -179,11 +192,11 @@ func statuses(res []string) []Status {
 // CompleteAndClaim records outcomes of queue's jobs like Complete, then
 // claims up to n of its jobs like Claim, in one script call: a worker that
 // serves one queue takes new jobs for the slots its finished jobs freed in
-// the round trip that reports them.
-func (c *Client) CompleteAndClaim(ctx context.Context, queue string, outcomes []Outcome, n int, workerID string) ([]Status, []Lease, error) {
+// the round trip that reports them. types are Claim's.
+func (c *Client) CompleteAndClaim(ctx context.Context, queue string, outcomes []Outcome, n int, workerID string, types ...string) ([]Status, []Lease, error) {
 	now := c.opts.Now()
 	s := c.scripts.cycle
-	cmd := c.claimArgs(ctx, c.command(s, c.keysFor(queue), now, claimArgsLen+outcomeArgsLen(len(outcomes))), n, workerID, "")
+	cmd := c.claimArgs(ctx, c.command(s, c.keysFor(queue), now, claimArgsLen+outcomeArgsLen(len(outcomes))), n, workerID, strings.Join(types, ","))
 	res, err := c.exec(ctx, c.rdb, s, c.outcomeArgs(cmd, outcomes)).Slice()
 	if err != nil {
 		return nil, nil, fmt.Errorf("complete and claim: %w", err)

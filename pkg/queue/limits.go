@@ -227,10 +227,17 @@ func limitStatuses(defs, stat map[string]string) []LimitStatus {
 func throttledTotal(stat map[string]string) int64 {
 	var n int64
 	for f, v := range stat {
-		if strings.HasPrefix(f, "p:") {
+		if strings.HasPrefix(f, "p:") && f != "p:"+NoHandlerLimit {
 			x, _ := strconv.ParseInt(v, 10, 64)
 			n += max(x, 0)
 		}
 	}
 	return n
+}
+
+// unhandledCount is the queued jobs parked for a handler (NoHandlerLimit),
+// from a queue's limit counters.
+func unhandledCount(stat map[string]string) int64 {
+	n, _ := strconv.ParseInt(stat["p:"+NoHandlerLimit], 10, 64)
+	return max(n, 0)
 }

@@ -81,6 +81,8 @@ func (c *Client) getIn(ctx context.Context, k *queueKeys, id string) (*job.Job, 
 	pipe := c.rdb.Pipeline()
 	hash := pipe.HGetAll(ctx, k.job(id))
 	rec := pipe.HGet(ctx, k.active(), id)
+	paused := pipe.Exists(ctx, k.key(kPaused))
+	deps := pipe.SMembers(ctx, k.tag+"deps:"+id)
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, err
 	}
@@ -92,7 +94,42 @@ func (c *Client) getIn(ctx context.Context, k *queueKeys, id string) (*job.Job, 
 	if j == nil {
 		return nil, ErrNotFound
 	}
+	j.HeldBack = heldBack(j, h["parked"], paused.Val() == 1, deps.Val())
 	return j, nil
+}
+
+// NoHandlerLimit is the name under which a claim parks a queued job whose
+// type the claiming worker does not handle (lua/lib.lua, NOHANDLER): its
+// slot is "@handler|<type>". No limit can be named so.
+const NoHandlerLimit = "@handler"
+
+// heldBack says what keeps job j from running (nil: nothing does): parked
+// is its hash's parked slot, paused tells that its queue is paused, and
+// pending are the dependencies it still waits for.
+func heldBack(j *job.Job, parked string, paused bool, pending []string) *job.HeldBack {
+	switch j.State {
+	case job.Waiting:
+		slices.Sort(pending)
+		return &job.HeldBack{Reason: job.HeldDependencies,
+			Message: fmt.Sprintf("waiting for %d dependencies to succeed: %s", len(pending), strings.Join(pending, ", "))}
+	case job.Scheduled:
+		return &job.HeldBack{Reason: job.HeldScheduled, Message: "scheduled to run at " + j.RunAt.UTC().Format(job.TimeLayout)}
+	case job.Queued:
+	default:
+		return nil
+	}
+	switch limit, key, _ := strings.Cut(parked, "|"); {
+	case parked != "" && limit == NoHandlerLimit:
+		return &job.HeldBack{Reason: job.HeldNoHandler, Message: fmt.Sprintf(
+			"no worker that claimed from queue %q handles type %q; it waits for one, and ends dead after the unhandled timeout (SUNDIAL_UNHANDLED_TIMEOUT) while no live worker of the queue handles it", j.Queue, j.Type)}
+	case parked != "" && key != "":
+		return &job.HeldBack{Reason: job.HeldLimit, Message: fmt.Sprintf("throttled by limit %q (its slot for %q is full)", limit, key)}
+	case parked != "":
+		return &job.HeldBack{Reason: job.HeldLimit, Message: fmt.Sprintf("throttled by limit %q", limit)}
+	case paused:
+		return &job.HeldBack{Reason: job.HeldPaused, Message: fmt.Sprintf("queue %q is paused", j.Queue)}
+	}
+	return nil
 }
 
 // QueueStats is a queue's counts, as GET /v1/queues reports them.
@@ -101,7 +138,10 @@ type QueueStats struct {
 	Paused bool             `json:"paused"`
 	Queued map[string]int64 `json:"queued"`
 	// Throttled counts queued jobs a limit holds back (not in Queued).
-	Throttled          int64   `json:"throttled"`
+	Throttled int64 `json:"throttled"`
+	// Unhandled counts queued jobs parked because the workers that claimed
+	// them do not handle their type (not in Queued nor Throttled).
+	Unhandled          int64   `json:"unhandled"`
 	Scheduled          int64   `json:"scheduled"`
 	Active             int64   `json:"active"`
 	Waiting            int64   `json:"waiting"`
@@ -194,6 +234,7 @@ func (c *Client) stats(ctx context.Context, queues []string, window int64) ([]Qu
 				"low":    max(cm.low.Val()-num(5)+num(8)-num(11), 0),
 			},
 			Throttled:          throttledTotal(cm.limstat.Val()),
+			Unhandled:          unhandledCount(cm.limstat.Val()),
 			Limits:             limitStatuses(cm.limits.Val(), cm.limstat.Val()),
 			Scheduled:          cm.sched.Val(),
 			Active:             cm.active.Val(),

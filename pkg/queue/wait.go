@@ -55,17 +55,17 @@ func (c *Client) WaitForWork(ctx context.Context, queues []string, timeout time.
 // It returns the leases claimed: none when the wait timed out or the queue
 // is paused. The claim runs even when ctx ends during the wait; its leases
 // are returned then too, and the caller owns them (a stopping worker gives
-// them back with Release).
-func (c *Client) WaitAndClaim(ctx context.Context, queue string, n int, workerID string, timeout time.Duration) ([]Lease, error) {
+// them back with Release). types are Claim's.
+func (c *Client) WaitAndClaim(ctx context.Context, queue string, n int, workerID string, timeout time.Duration, types ...string) ([]Lease, error) {
 	if !c.canPipelineWait(timeout) {
 		if _, err := c.WaitForWork(ctx, []string{queue}, timeout); err != nil {
 			return nil, err
 		}
-		return c.Claim(ctx, queue, n, workerID)
+		return c.Claim(ctx, queue, n, workerID, types...)
 	}
 	k := c.keysFor(queue)
 	// A zero now: the claim reads Redis' TIME (lib.lua, begin).
-	cmd := c.claimArgs(ctx, c.command(c.scripts.claim, k, time.Time{}, claimArgsLen), n, workerID, "")
+	cmd := c.claimArgs(ctx, c.command(c.scripts.claim, k, time.Time{}, claimArgsLen), n, workerID, strings.Join(types, ","))
 	pipe := c.rdb.Pipeline()
 	pipe.BLPop(ctx, timeout.Truncate(time.Second), k.key(kSignal))
 	claim := fcallCmd(ctx, cmd)
@@ -78,7 +78,7 @@ func (c *Client) WaitAndClaim(ctx context.Context, queue string, n int, workerID
 	case isNoFunction(err):
 		// The server lacks the library (restarted without persistence) or
 		// functions: the ordinary call loads it, or falls back to EVALSHA.
-		return c.Claim(ctx, queue, n, workerID)
+		return c.Claim(ctx, queue, n, workerID, types...)
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	}

@@ -11,13 +11,16 @@ package worker
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
 )
 
 // Handler runs one attempt of a job. The result, if not nil, is stored as
 // JSON on the job. A returned error fails the attempt: the job is retried
-// with backoff while attempts remain, unless the error wraps ErrNoRetry.
+// with backoff while attempts remain, unless the error wraps ErrNoRetry, or
+// is one of the outcomes a handler may choose: Snooze, Cancel, RetryAfter.
 // ctx ends when the job's timeout passes, when the job is cancelled, or when
 // the worker shuts down past its deadline.
 type Handler interface {
@@ -50,3 +53,72 @@ type noRetryError struct{ err error }
 func (e *noRetryError) Error() string        { return e.err.Error() }
 func (e *noRetryError) Unwrap() error        { return e.err }
 func (e *noRetryError) Is(target error) bool { return target == ErrNoRetry }
+
+// MaxSnooze is the longest a handler may snooze its job or delay its retry
+// (Snooze, RetryAfter): a longer delay is cut to it.
+const MaxSnooze = 365 * 24 * time.Hour
+
+// Snooze returns the error a handler returns to have its job run again
+// after d (0: at once, behind the jobs already queued) without spending an
+// attempt: the attempt ends, and max_attempts grows by one to give it
+// back, so attempt numbers stay unique. The job's history records a
+// snoozed event. Use it for "not yet" (a resource not ready, a rate limit
+// of your own), not for failures.
+func Snooze(d time.Duration) error { return &outcomeError{kind: queue.OutcomeSnoozed, delay: clampDelay(d)} }
+
+// Cancel returns the error a handler returns to end its job cancelled, not
+// dead: no retry, and its dependents are cancelled. reason is recorded as
+// the job's last_error (nil: "cancelled by its handler").
+func Cancel(reason error) error {
+	if reason == nil {
+		reason = errors.New("cancelled by its handler")
+	}
+	return &outcomeError{kind: queue.OutcomeCancelled, err: reason}
+}
+
+// RetryAfter returns err marked so that the retry comes after d instead of
+// after the job's backoff, e.g. a 429 answer's Retry-After. The attempt is
+// spent as with any failure: the job goes dead when none is left.
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil {
+		err = errors.New("failed")
+	}
+	return &outcomeError{kind: queue.OutcomeFailed, err: err, delay: max(clampDelay(d), time.Millisecond)}
+}
+
+func clampDelay(d time.Duration) time.Duration { return min(max(d, 0), MaxSnooze) }
+
+// outcomeError carries the outcome a handler chose (Snooze, Cancel,
+// RetryAfter) to the worker, which reports it.
+type outcomeError struct {
+	kind  queue.OutcomeKind
+	err   error
+	delay time.Duration
+}
+
+func (e *outcomeError) Error() string {
+	switch {
+	case e.kind == queue.OutcomeSnoozed:
+		return "snoozed for " + e.delay.String()
+	case e.err != nil:
+		return e.err.Error()
+	}
+	return string(e.kind)
+}
+
+func (e *outcomeError) Unwrap() error { return e.err }
+
+// outcomeOf fills o from the error a handler returned.
+func outcomeOf(o *queue.Outcome, err error) {
+	o.Kind, o.Error = queue.OutcomeFailed, err.Error()
+	var oe *outcomeError
+	switch {
+	case errors.Is(err, ErrNoRetry):
+		o.Kind = queue.OutcomeDead
+	case errors.As(err, &oe):
+		o.Kind, o.Delay = oe.kind, oe.delay
+		if oe.kind == queue.OutcomeSnoozed {
+			o.Error = ""
+		}
+	}
+}

@@ -550,10 +550,7 @@ func (w *Worker) execute(ctx context.Context, l queue.Lease) (o queue.Outcome, r
 	if ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded) {
 		err = fmt.Errorf("timeout after %ds: %w", j.TimeoutSeconds, err)
 	}
-	o.Kind, o.Error = queue.OutcomeFailed, err.Error()
-	if errors.Is(err, ErrNoRetry) {
-		o.Kind = queue.OutcomeDead
-	}
+	outcomeOf(&o, err)
 	return o, true
 }
 
@@ -679,6 +676,14 @@ func (w *Worker) record(o queue.Outcome, s queue.Status) {
 	case queue.StatusStale:
 		w.log.Warn("outcome refused: lease lost", "job_id", o.ID)
 	case queue.StatusSucceeded:
+	case queue.StatusCancelled:
+		w.log.Info("job cancelled by its handler", "job_id", o.ID, "reason", o.Error)
+	case queue.StatusQueued, queue.StatusScheduled:
+		if o.Kind == queue.OutcomeSnoozed {
+			w.log.Debug("job snoozed", "job_id", o.ID, "for", o.Delay)
+			break
+		}
+		fallthrough
 	default:
 		w.failed.Add(1)
 		w.log.Info("attempt failed", "job_id", o.ID, "status", string(s), "error", o.Error)

@@ -1,8 +1,12 @@
 -- claim.lua: lease up to n due jobs, highest priority first.
 -- ARGV[6] n   ARGV[7] worker id   ARGV[8] lease ttl ms
 -- ARGV[9] types: comma-separated job types the caller runs ('' = any). With
---         types, a list whose next job is of another type is passed over
---         (its order is kept: types guard a claim, queues route work).
+--         types, a queued job of another type is parked for a handler
+--         (NOHANDLER in lib.lua) and the claim goes on behind it, so
+--         workers with different types share a queue, each taking its own
+--         types in priority order. Jobs parked for a handler of the
+--         caller's types (any, for '') go first: they were ahead in their
+--         lists.
 -- ARGV[11] the tokens' tags: 12 random hex digits per job, fresh per call (next_token).
 -- ARGV[10] the storage format to write: '2' keeps the attempt's token,
 --         number, worker and start in its K_ACTIVE record only, and writes
@@ -35,23 +39,26 @@ if quarantined(tonumber(ARGV[8])) then
   redis.call('DEL', K_SIGNAL) -- callers block until a submit or their wait ends
   return {}
 end
+local n = tonumber(ARGV[6])
+local types = nil
+if ARGV[9] and ARGV[9] ~= '' then
+  types = {}
+  for t in string.gmatch(ARGV[9], '[^,]+') do types[t] = true end
+end
 local gate = nil
-if redis.call('EXISTS', K_PAUSED, K_LIMITS) > 0 then
+if redis.call('EXISTS', K_PAUSED, K_LIMITS, K_NOHANDLER) > 0 then
   if redis.call('EXISTS', K_PAUSED) == 1 then return {} end
   gate = limits_gate()
+  -- Jobs parked for a handler of the caller's types go back to the heads
+  -- of their lists, up to n of them, and are taken below.
+  if n > 0 and redis.call('EXISTS', K_NOHANDLER) == 1 then unpark_handled(types, n) end
 end
-local n = tonumber(ARGV[6])
 local need = n
 local worker = ARGV[7]
 local ttl = tonumber(ARGV[8])
 local format = tonumber(ARGV[10] or '') or 1
 local format2 = format >= 2
 local pad = format >= 3
-local types = nil
-if ARGV[9] and ARGV[9] ~= '' then
-  types = {}
-  for t in string.gmatch(ARGV[9], '[^,]+') do types[t] = true end
-end
 local PARK_MAX = 1000
 local expiry = nil
 local out = {}
@@ -185,6 +192,9 @@ end
 local function consider(id, f, active)
   if f[9] ~= 'queued' or active then
     drop(id)
+  elseif types and not types[f[1]] then
+    park(id, f[6], NOHANDLER .. '|' .. f[1], nil)
+    parked = parked + 1
   else
     take(id, f)
   end
@@ -193,51 +203,21 @@ end
 local popped = false
 for pi, list in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
   local prio = PRIORITIES[pi]
-  if types then
-    -- One at a time: look at the next job before taking it.
-    while need > 0 and parked < PARK_MAX do
-      local id = redis.call('LINDEX', list, -1)
-      if not id then break end
-      popped = true
-      local gl = nil
-      if string.byte(id, 1) == 126 then -- '~': a group's turn
-        gl = group_list(prio, string.sub(id, 2))
-        local gid = redis.call('LINDEX', gl, -1)
-        if not gid then
-          redis.call('RPOP', list)
-          gcount('markers_' .. prio, -1)
-        end
-        id = gid
-      end
-      if id then
-        local f = claim_fields(id)
-        local active = redis.call('HEXISTS', K_ACTIVE, id) == 1
-        if f[9] == 'queued' and not active and not types[f[1]] then break end
-        if gl then
-          id = group_next(list, prio, redis.call('RPOP', list))
-        else
-          redis.call('RPOP', list)
-        end
-        consider(id, f, active)
+  while need > 0 and parked < PARK_MAX do
+    local ids = redis.call('RPOP', list, need)
+    if not ids then break end
+    popped = true
+    for k, id in ipairs(ids) do
+      if string.byte(id, 1) == 126 then
+        id = group_next(list, prio, id)
+        ids[k] = id or ''
       end
     end
-  else
-    while need > 0 and parked < PARK_MAX do
-      local ids = redis.call('RPOP', list, need)
-      if not ids then break end
-      popped = true
-      for k, id in ipairs(ids) do
-        if string.byte(id, 1) == 126 then
-          id = group_next(list, prio, id)
-          ids[k] = id or ''
-        end
-      end
-      -- One HMGET of K_ACTIVE for the batch: an id with a record is
-      -- running (a format-2 claim leaves its hash saying queued).
-      local act = hmget_chunked(K_ACTIVE, ids)
-      for k, id in ipairs(ids) do
-        if id ~= '' then consider(id, claim_fields(id), act[k]) end
-      end
+    -- One HMGET of K_ACTIVE for the batch: an id with a record is
+    -- running (a format-2 claim leaves its hash saying queued).
+    local act = hmget_chunked(K_ACTIVE, ids)
+    for k, id in ipairs(ids) do
+      if id ~= '' then consider(id, claim_fields(id), act[k]) end
     end
   end
   if need <= 0 or parked >= PARK_MAX then break end

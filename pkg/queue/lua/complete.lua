@@ -3,9 +3,13 @@
 --   outcome 'ok'    detail = result JSON                 → succeeded
 --   outcome 'fail'  detail = error message, r = random   → retry with backoff, or dead when exhausted
 --   outcome 'dead'  detail = error message               → dead at once (not retryable)
+--   outcome 'fail'  with r = '+<ms>'                     → retry after that delay (RetryAfter), or dead when exhausted
+--   outcome 'snooze' detail = reason, r = delay ms       → run again after the delay; the attempt is given back
+--   outcome 'cancel' detail = reason                     → cancelled by its handler
 -- An outcome is applied only while the job is active under that token (the
 -- fencing check); otherwise it is refused as stale.
--- Returns one status per job: 'succeeded', 'scheduled', 'queued', 'dead' or 'stale'.
+-- Returns one status per job: 'succeeded', 'scheduled', 'queued', 'dead',
+-- 'cancelled' or 'stale'.
 local n = tonumber(ARGV[6])
 local out = {}
 local processed, succeeded = 0, 0
@@ -56,9 +60,18 @@ for i = 1, n do
       succeeded = succeeded + 1
       emit(id, jtype, 'succeeded', 'succeeded', attempt, worker, '')
       out[i] = 'succeeded'
+    elseif outcome == 'cancel' then
+      out[i] = cancel_self(id, jtype, attempt, detail, rworker or worker, slots, started)
     else
       local p = job_fields(id, RETRY_FIELDS)
-      out[i] = retry_or_bury(id, {jtype, attempt, p[1], p[2], p[3], p[4], p[5]}, detail, outcome == 'fail', tonumber(r), 'failed', rworker or worker, slots, started)
+      local f = {jtype, attempt, p[1], p[2], p[3], p[4], p[5]}
+      if outcome == 'snooze' then
+        out[i] = snooze(id, f, tonumber(r) or 0, detail, rworker or worker, slots, started)
+      elseif string.byte(r, 1) == 43 then -- '+': the handler's delay
+        out[i] = retry_or_bury(id, f, detail, outcome == 'fail', 0, 'failed', rworker or worker, slots, started, tonumber(string.sub(r, 2)) or 0)
+      else
+        out[i] = retry_or_bury(id, f, detail, outcome == 'fail', tonumber(r), 'failed', rworker or worker, slots, started)
+      end
     end
   end
 end

@@ -9,6 +9,7 @@ local idle = tonumber(ARGV[6])
 for _, k in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
   if redis.call('LLEN', k) > 0 then return {'busy', 'it has queued jobs'} end
 end
+if redis.call('EXISTS', K_NOHANDLER) == 1 then return {'busy', 'it has queued jobs waiting for a worker that handles their type'} end
 if redis.call('ZCARD', K_SCHED) > 0 then return {'busy', 'it has scheduled jobs'} end
 if redis.call('ZCARD', K_WAIT) > 0 then return {'busy', 'it has jobs waiting for dependencies'} end
 if redis.call('ZCOUNT', K_LEASES, '-inf', '(' .. PAD_SCORE) > 0 then return {'busy', 'it has running jobs'} end

@@ -124,6 +124,16 @@ local TYPE_STATE_ATTEMPT = {'type', 'state', 'attempt'}
 local RETRY_FIELDS = {'max_attempts', 'backoff_base', 'backoff_max', 'priority', 'group'} -- a failed attempt's (complete.lua)
 -- The flow-control keys (see "Limits" below).
 local K_LIMITS, K_LIMUSE, K_LIMSTAT, K_TIMERS
+local K_NOHANDLER
+-- NOHANDLER is the pseudo-limit that holds back queued jobs whose type a
+-- claimer does not handle (a typed claim, see claim.lua): such a job is
+-- parked under the slot "@handler|<type>" (park), counted as
+-- 'p:@handler' in K_LIMSTAT, and K_NOHANDLER (QK..'pslots:@handler') is
+-- the set of those slots. A claim that handles the type lets them go
+-- first (unpark); the poller buries them after the unhandled timeout
+-- when no live worker of the queue handles the type (unhandled.lua).
+-- Limit names cannot hold '@'.
+local NOHANDLER = '@handler'
 -- The events of this call (see emit).
 local ev_groups, ev_last
 local WAKE_CHANNEL = 'sundial:poller:wake'
@@ -152,6 +162,7 @@ local function begin()
   if QK ~= last_qk then
     K_TOMB, K_ACTIVE = QK .. 'tomb', QK .. 'active'
     K_LIMITS, K_LIMUSE, K_LIMSTAT, K_TIMERS = QK .. 'limits', QK .. 'limuse', QK .. 'limstat', QK .. 'timers'
+    K_NOHANDLER = QK .. 'pslots:' .. NOHANDLER
     last_qk = QK
   end
   ev_groups, ev_last = {}, nil
@@ -560,6 +571,45 @@ local function unpark(slot, k)
   return n
 end
 
+-- unpark_handled lets up to room jobs parked for a handler (NOHANDLER) of
+-- the given types (a set; nil: any) go first in their lists again, in the
+-- order they were parked across the types (priority, then when, then id:
+-- ids are time-ordered, so jobs parked in one call keep their submit
+-- order). Returns how many it let go.
+local function unpark_handled(types, room)
+  local picked = {}
+  local prefix = #NOHANDLER + 2
+  for _, slot in ipairs(redis.call('SMEMBERS', K_NOHANDLER)) do
+    if types == nil or types[string.sub(slot, prefix)] then
+      local r = redis.call('ZRANGE', QK .. 'parked:' .. slot, 0, room - 1, 'WITHSCORES')
+      for i = 1, #r, 2 do picked[#picked + 1] = {tonumber(r[i + 1]), r[i], slot} end
+    end
+  end
+  if #picked == 0 then return 0 end
+  table.sort(picked, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
+  local k = math.min(room, #picked)
+  local by_slot = {}
+  for i = 1, k do
+    local slot = picked[i][3]
+    by_slot[slot] = by_slot[slot] or {}
+    table.insert(by_slot[slot], picked[i][2])
+  end
+  for slot, ids in pairs(by_slot) do
+    local pk = QK .. 'parked:' .. slot
+    call_chunked('ZREM', pk, ids)
+    if redis.call('EXISTS', pk) == 0 then redis.call('SREM', K_NOHANDLER, slot) end
+  end
+  -- To the heads in reverse: the first picked is the first claimed.
+  for i = k, 1, -1 do
+    local id = picked[i][2]
+    local f = job_fields(id, PRIORITY_GROUP)
+    redis.call('HDEL', JOB .. id, 'parked')
+    enqueue(id, f[1], f[2], true)
+  end
+  redis.call('HINCRBY', K_LIMSTAT, 'p:' .. NOHANDLER, -k)
+  return k
+end
+
 -- unpark_id lets go one parked job (cancel): it leaves the slot's parked
 -- set without going back to a list.
 local function unpark_id(id, slot)
@@ -838,11 +888,31 @@ local function backoff_due(base, max, attempt, r)
   return NOW + math.floor(r * ceiling * 1000)
 end
 
+-- requeue puts job id (type jtype, priority prio, group group), whose
+-- attempt just ended, back to wait for its next one, due at ms `due`:
+-- queued at once when due, scheduled otherwise; it records `event` with
+-- the state reached. Returns the state.
+local function requeue(id, jtype, prio, group, due, event, attempt, worker, err)
+  if due <= NOW then
+    make_ready(id, prio, group)
+    emit(id, jtype, event, 'queued', attempt, worker, err)
+    signal(1)
+    return 'queued'
+  end
+  local before = earliest()
+  redis.call('ZADD', K_SCHED, due, id)
+  redis.call('HSET', JOB .. id, 'state', 'scheduled')
+  emit(id, jtype, event, 'scheduled', attempt, worker, err)
+  wake_poller(before, due)
+  return 'scheduled'
+end
+
 -- retry_or_bury handles a failed attempt of an active job: a retry after
 -- backoff, or the dead set when attempts are exhausted or retry is false.
 -- `event` is the event to record for a retry ('failed' or 'lease_expired').
--- Returns the new state.
-local function retry_or_bury(id, f, err, retry, r, event, worker, slots, started)
+-- delay, when not nil, is the retry's delay in ms chosen by the handler
+-- (RetryAfter): it replaces the backoff. Returns the new state.
+local function retry_or_bury(id, f, err, retry, r, event, worker, slots, started, delay)
   -- f: type, attempt, max_attempts, backoff_base, backoff_max, priority, group
   -- slots: the concurrency slots the attempt holds (nil: look them up)
   -- started: the attempt's start for a format-2 attempt (see attempt_fields), else nil
@@ -859,20 +929,33 @@ local function retry_or_bury(id, f, err, retry, r, event, worker, slots, started
     settle_dependents(id, false, 'dependency ' .. id .. ' ended dead')
     return 'dead'
   end
-  local due = backoff_due(tonumber(f[4]), tonumber(f[5]), attempt, r)
+  local due
+  if delay then due = NOW + delay else due = backoff_due(tonumber(f[4]), tonumber(f[5]), attempt, r) end
   redis.call('HSET', JOB .. id, unpack(attempt_fields(f[2], started, worker, {'last_error', err, 'token', '', 'run_at', ms(due)})))
-  if due <= NOW then
-    make_ready(id, f[6], f[7])
-    emit(id, f[1], event, 'queued', attempt, worker, err)
-    signal(1)
-    return 'queued'
-  end
-  local before = earliest()
-  redis.call('ZADD', K_SCHED, due, id)
-  redis.call('HSET', JOB .. id, 'state', 'scheduled')
-  emit(id, f[1], event, 'scheduled', attempt, worker, err)
-  wake_poller(before, due)
-  return 'scheduled'
+  return requeue(id, f[1], f[6], f[7], due, event, attempt, worker, err)
+end
+
+-- snooze ends an active job's attempt without spending it (the handler
+-- asked to run again after delay ms): the attempt counts, as every attempt
+-- does, and max_attempts grows by one to give it back, so attempt numbers
+-- stay unique per run. f as retry_or_bury's; msg is the handler's reason
+-- (recorded on the event, not as an error). Returns the new state.
+local function snooze(id, f, delay, msg, worker, slots, started)
+  end_lease(id, slots)
+  local due = NOW + delay
+  redis.call('HSET', JOB .. id, unpack(attempt_fields(f[2], started, worker,
+    {'token', '', 'run_at', ms(due), 'max_attempts', tonumber(f[3]) + 1})))
+  return requeue(id, f[1], f[6], f[7], due, 'snoozed', tonumber(f[2]), worker, msg)
+end
+
+-- cancel_self ends an active job cancelled by its own handler, for reason
+-- why: it ends cancelled (not dead), and its dependents are cancelled.
+local function cancel_self(id, jtype, attempt, why, worker, slots, started)
+  end_lease(id, slots)
+  finish(id, 'cancelled', attempt_fields(attempt, started, worker, {'last_error', why, 'token', ''}))
+  emit(id, jtype, 'cancelled', 'cancelled', attempt, worker, why)
+  settle_dependents(id, false, 'dependency ' .. id .. ' ended cancelled')
+  return 'cancelled'
 end
 
 -- count_processed adds n finished attempts to this second's throughput counter.
