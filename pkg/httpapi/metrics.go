@@ -83,7 +83,7 @@ func newMetrics() *metrics {
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800}},
 			[]string{"queue", "type", "outcome"}),
 		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sundial_queue_depth",
-			Help: "Jobs in a queue by state (queued, scheduled, active, waiting, dead), refreshed every stats tick."},
+			Help: "Jobs in a queue by state (queued, scheduled, active, waiting, dead; throttled: queued but held back by a limit; unhandled: queued but waiting for a worker that handles the type), refreshed every stats tick."},
 			[]string{"queue", "state"}),
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sundial_http_request_duration_seconds",
 			Help:    "HTTP request duration by route template and status (the websocket stream excluded).",
@@ -207,5 +207,7 @@ func (m *metrics) observeStats(stats []queue.QueueStats) {
 		m.depth.WithLabelValues(q.Name, "active").Set(float64(q.Active))
 		m.depth.WithLabelValues(q.Name, "waiting").Set(float64(q.Waiting))
 		m.depth.WithLabelValues(q.Name, "dead").Set(float64(q.Dead))
+		m.depth.WithLabelValues(q.Name, "throttled").Set(float64(q.Throttled))
+		m.depth.WithLabelValues(q.Name, "unhandled").Set(float64(q.Unhandled))
 	}
 }

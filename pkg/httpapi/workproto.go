@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -40,8 +41,10 @@ type claimRequest struct {
 	// Queues to claim from, in priority order (POST /v1/claim only; the
 	// single-queue form takes it from the path).
 	Queues []string `json:"queues,omitempty"`
-	// Types the worker runs; empty means any. A queue whose next job is of
-	// another type is passed over, its order kept.
+	// Types the worker runs; empty means any. A queued job of another type
+	// is parked for a worker that runs it, and the claim goes on behind it:
+	// workers with different types share a queue, each taking its own
+	// types in priority order.
 	Types []string `json:"types,omitempty"`
 	// Max is the most jobs to claim, 1..1000. Default 1.
 	Max int `json:"max,omitempty"`
@@ -101,6 +104,25 @@ type failRequest struct {
 	// Retry false sends the job to the dead letters at once; default true
 	// (retry with backoff while attempts remain).
 	Retry *bool `json:"retry,omitempty"`
+	// RetryInSeconds, when set, is the retry's delay instead of the job's
+	// backoff (e.g. a 429 answer's Retry-After), up to a year. The attempt
+	// counts: without attempts left the job goes dead.
+	RetryInSeconds *float64 `json:"retry_in_seconds,omitempty"`
+	// Cancel true ends the job cancelled, not dead, with error as the
+	// reason: the handler found it should not run (its dependents are
+	// cancelled too).
+	Cancel bool `json:"cancel,omitempty"`
+}
+
+// snoozeRequest asks to run a job again later without spending an attempt.
+type snoozeRequest struct {
+	Token    string `json:"token"`
+	WorkerID string `json:"worker_id,omitempty"`
+	// DelaySeconds is how long to wait before the job is due again, 0 up to
+	// a year (0: queued again at once, behind the jobs already queued).
+	DelaySeconds float64 `json:"delay_seconds"`
+	// Reason is recorded on the snoozed event (optional).
+	Reason string `json:"reason,omitempty"`
 }
 
 // releaseRequest gives a lease back without spending an attempt.
@@ -154,7 +176,7 @@ func (s *Server) claim(c *gin.Context, queues []string) {
 		return
 	}
 	ctx := c.Request.Context()
-	s.seeWorker(c, req.WorkerID, queues, req.Max)
+	s.seeWorker(c, req.WorkerID, queues, req.Max, req.Types, true)
 	deadline := time.Now().Add(time.Duration(req.WaitSeconds * float64(time.Second)))
 	ttl := s.q.Options().LeaseTTL
 	out := claimResult{Jobs: []claimedJob{}}
@@ -174,7 +196,7 @@ func (s *Server) claim(c *gin.Context, queues []string) {
 			}
 			// Not cancelled with the request: a claim that ran must come
 			// back, so that its leases are answered or given back.
-			leases, err := s.q.ClaimTypes(context.WithoutCancel(ctx), q, req.Max-len(out.Jobs), req.WorkerID, req.Types)
+			leases, err := s.q.Claim(context.WithoutCancel(ctx), q, req.Max-len(out.Jobs), req.WorkerID, req.Types...)
 			if err != nil {
 				if len(out.Jobs) == 0 {
 					fail(c, err)
@@ -197,7 +219,7 @@ func (s *Server) claim(c *gin.Context, queues []string) {
 		select {
 		case <-wake:
 		case <-t.C:
-			s.seeWorker(c, req.WorkerID, queues, req.Max)
+			s.seeWorker(c, req.WorkerID, queues, req.Max, req.Types, true)
 		case <-s.wake.closing:
 		case <-ctx.Done():
 		}
@@ -301,6 +323,32 @@ func (r *failRequest) check() error {
 		return invalid("error", "error: required, a message saying what went wrong")
 	case len(r.Error) > maxErrorLen:
 		return invalid("error", "error: at most %d bytes", maxErrorLen)
+	case r.RetryInSeconds != nil && !validDelay(*r.RetryInSeconds, false):
+		return invalid("retry_in_seconds", "retry_in_seconds: must be more than 0 and at most %d", maxDelaySeconds)
+	case r.RetryInSeconds != nil && (r.Cancel || (r.Retry != nil && !*r.Retry)):
+		return invalid("retry_in_seconds", "retry_in_seconds: only for a failure that is retried (not with retry false or cancel true)")
+	case r.Cancel && r.Retry != nil:
+		return invalid("cancel", "cancel: not with retry (a cancelled job is not retried)")
+	}
+	return checkLease(r.Token, r.WorkerID)
+}
+
+// maxDelaySeconds bounds a chosen retry delay or snooze: a year, as
+// worker.MaxSnooze does for Go handlers.
+const maxDelaySeconds = 365 * 24 * 3600
+
+// validDelay tells whether d seconds is a delay the protocol takes: at
+// most a year, more than 0 (or 0 too when zeroOK).
+func validDelay(d float64, zeroOK bool) bool {
+	return d <= maxDelaySeconds && (d > 0 || (zeroOK && d == 0))
+}
+
+func (r *snoozeRequest) check() error {
+	switch {
+	case !validDelay(r.DelaySeconds, true):
+		return invalid("delay_seconds", "delay_seconds: must be 0 to %d", maxDelaySeconds)
+	case len(r.Reason) > maxErrorLen:
+		return invalid("reason", "reason: at most %d bytes", maxErrorLen)
 	}
 	return checkLease(r.Token, r.WorkerID)
 }
@@ -332,7 +380,7 @@ func (s *Server) heartbeat(c *gin.Context) {
 		return
 	}
 	if req.WorkerID != "" {
-		s.seeWorker(c, req.WorkerID, []string{q}, 0)
+		s.seeWorker(c, req.WorkerID, []string{q}, 0, nil, false)
 	}
 	lease := queue.Lease{Job: &job.Job{ID: c.Param("id")}, Token: req.Token}
 	var held bool
@@ -369,11 +417,31 @@ func (s *Server) failJob(c *gin.Context) {
 	if !s.bind(c, &req) {
 		return
 	}
-	kind := queue.OutcomeFailed
-	if req.Retry != nil && !*req.Retry {
-		kind = queue.OutcomeDead
+	o := queue.Outcome{ID: c.Param("id"), Token: req.Token, Kind: queue.OutcomeFailed, Error: req.Error, WorkerID: req.WorkerID}
+	switch {
+	case req.Cancel:
+		o.Kind = queue.OutcomeCancelled
+	case req.Retry != nil && !*req.Retry:
+		o.Kind = queue.OutcomeDead
+	case req.RetryInSeconds != nil:
+		o.Delay = max(secondsDuration(*req.RetryInSeconds), time.Millisecond)
 	}
-	s.report(c, queue.Outcome{ID: c.Param("id"), Token: req.Token, Kind: kind, Error: req.Error, WorkerID: req.WorkerID})
+	s.report(c, o)
+}
+
+// snoozeJob handles POST /v1/jobs/{id}/snooze: the job runs again after
+// the delay, and the attempt does not count.
+func (s *Server) snoozeJob(c *gin.Context) {
+	var req snoozeRequest
+	if s.bind(c, &req) {
+		s.report(c, queue.Outcome{ID: c.Param("id"), Token: req.Token, Kind: queue.OutcomeSnoozed, Error: req.Reason,
+			Delay: secondsDuration(req.DelaySeconds), WorkerID: req.WorkerID})
+	}
+}
+
+// secondsDuration is d seconds as a Duration, to the millisecond.
+func secondsDuration(d float64) time.Duration {
+	return time.Duration(d*1000) * time.Millisecond
 }
 
 // releaseJob handles POST /v1/jobs/{id}/release: a worker shutting down
@@ -441,6 +509,7 @@ type seenWorkers struct {
 	mu    sync.Mutex
 	last  map[string]time.Time
 	first map[string]time.Time // for started_at
+	types map[string][]string  // the types of the worker's last claim
 }
 
 // registryBeat is how often an HTTP worker's registry entry is renewed:
@@ -449,12 +518,18 @@ func (s *Server) registryBeat() time.Duration { return min(time.Second, s.cfg.Wo
 
 // seeWorker records an HTTP worker in the registry (GET /v1/workers), as
 // its claims and heartbeats show it alive. Its entry expires like a Go
-// worker's when it stops calling.
-func (s *Server) seeWorker(c *gin.Context, id string, queues []string, concurrency int) {
+// worker's when it stops calling. types are those of a claim (nil: any);
+// a heartbeat (claim false) keeps the last claim's.
+func (s *Server) seeWorker(c *gin.Context, id string, queues []string, concurrency int, types []string, claim bool) {
 	now := time.Now()
 	s.seen.mu.Lock()
 	if s.seen.last == nil || len(s.seen.last) > 100_000 {
-		s.seen.last, s.seen.first = map[string]time.Time{}, map[string]time.Time{}
+		s.seen.last, s.seen.first, s.seen.types = map[string]time.Time{}, map[string]time.Time{}, map[string][]string{}
+	}
+	if claim {
+		s.seen.types[id] = types
+	} else {
+		types = s.seen.types[id]
 	}
 	if now.Sub(s.seen.last[id]) < s.registryBeat() {
 		s.seen.mu.Unlock()
@@ -467,7 +542,12 @@ func (s *Server) seeWorker(c *gin.Context, id string, queues []string, concurren
 		s.seen.first[id] = now
 	}
 	s.seen.mu.Unlock()
-	info := queue.WorkerInfo{ID: id, Hostname: queue.HTTPWorkerHost + c.ClientIP(), Queues: queues, Concurrency: concurrency, ActiveJobs: []string{}, StartedAt: first.UTC()}
+	if len(types) > 0 {
+		types = slices.Sorted(slices.Values(types))
+	} else {
+		types = nil // any type
+	}
+	info := queue.WorkerInfo{ID: id, Hostname: queue.HTTPWorkerHost + c.ClientIP(), Queues: queues, Concurrency: concurrency, ActiveJobs: []string{}, StartedAt: first.UTC(), Types: types}
 	if err := s.q.Heartbeat(c.Request.Context(), info, s.cfg.WorkerMaxAge); err != nil && !errors.Is(err, c.Request.Context().Err()) {
 		s.log.Debug("registering an HTTP worker failed", "worker_id", id, "err", err)
 	}
@@ -500,8 +580,15 @@ func (s *Server) workerRoutes() []route {
 		}},
 		{http.MethodPost, "/v1/jobs/:id/fail", s.failJob, operation{
 			ID: "failJob", Tag: "workers", Summary: "Report failure (HTTP worker)", Scope: scopeWork,
-			Description: "The attempt failed: retried with backoff while attempts remain (state scheduled or queued), else dead; retry false sends it to the dead letters at once. " + lost,
-			Body:        failRequest{}, Status: http.StatusOK, Response: outcomeResult{}, Errors: []int{400, 403, 404, 409, 413, 415, 503},
+			Description: "The attempt failed: retried with backoff while attempts remain (state scheduled or queued), else dead; retry_in_seconds replaces the backoff for this retry (e.g. a 429's Retry-After); " +
+				"retry false sends it to the dead letters at once; cancel true ends it cancelled (not dead) with error as the reason, and cancels its dependents. " + lost,
+			Body: failRequest{}, Status: http.StatusOK, Response: outcomeResult{}, Errors: []int{400, 403, 404, 409, 413, 415, 503},
+		}},
+		{http.MethodPost, "/v1/jobs/:id/snooze", s.snoozeJob, operation{
+			ID: "snoozeJob", Tag: "workers", Summary: "Run again later without spending an attempt (HTTP worker)", Scope: scopeWork,
+			Description: "Ends the attempt and makes the job due again after delay_seconds (state scheduled, or queued for 0), with a snoozed event. " +
+				"The attempt is given back: max_attempts grows by one, so attempt numbers stay unique. For \"not yet\", not for failures. " + lost,
+			Body: snoozeRequest{}, Status: http.StatusOK, Response: outcomeResult{}, Errors: []int{400, 403, 404, 409, 413, 415, 503},
 		}},
 		{http.MethodPost, "/v1/jobs/:id/release", s.releaseJob, operation{
 			ID: "releaseJob", Tag: "workers", Summary: "Give a lease back (HTTP worker shutting down)", Scope: scopeWork,

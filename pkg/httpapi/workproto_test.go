@@ -161,8 +161,8 @@ func TestHTTPWorkerClaimsInOrderAndByType(t *testing.T) {
 	if len(got) != 1 || got[0].Job.ID != first.ID && got[0].Job.ID != other.ID {
 		t.Fatalf("claimed %+v", got)
 	}
-	// Types guard a claim: q1's next job is of type b (normal before low),
-	// so a worker for type a skips q1 and takes q2's.
+	// Types guard a claim: q1's job of type b (normal, before the low a)
+	// is parked for a worker of type b, never claimed by this one.
 	rest := a.claimJobs(t, "/v1/claim", map[string]any{"worker_id": "w", "queues": []string{"q1", "q2"}, "max": 5, "types": []string{"a"}})
 	ids := map[string]bool{}
 	for _, c := range append(got, rest...) {
@@ -346,5 +346,68 @@ func TestHTTPWorkerReleaseGivesTheLeaseBack(t *testing.T) {
 	again := a.claimJobs(t, "/v1/queues/default/claim", map[string]any{"worker_id": "py-2"})
 	if len(again) != 1 || again[0].Job.ID != j.ID || again[0].Job.Attempt != 1 {
 		t.Fatalf("claimed again %+v", again)
+	}
+}
+
+// TestHTTPWorkerOutcomes: the protocol's outcomes beside complete and plain
+// fail: a fail with retry_in_seconds (due then, not after the backoff), a
+// fail with cancel true (cancelled, not dead), a snooze (the attempt given
+// back); bad combinations are refused with nothing changed; the registry
+// shows a worker's types, kept across its heartbeats.
+func TestHTTPWorkerOutcomes(t *testing.T) {
+	a := start(t)
+	hour := map[string]any{"base_seconds": 3600, "max_seconds": 3600}
+	later := a.submit(t, map[string]any{"type": "t", "backoff": hour})
+	stop := a.submit(t, map[string]any{"type": "t"})
+	nap := a.submit(t, map[string]any{"type": "t", "max_attempts": 1})
+	got := a.claimJobs(t, "/v1/queues/default/claim", map[string]any{"worker_id": "py-1", "max": 3, "types": []string{"t"}})
+	if len(got) != 3 {
+		t.Fatalf("claimed %d", len(got))
+	}
+	tok := map[string]string{}
+	for _, c := range got {
+		tok[c.Job.ID] = c.Lease.Token
+	}
+	for _, c := range []struct {
+		path  string
+		body  map[string]any
+		field string
+	}{
+		{"/v1/jobs/" + later.ID + "/fail", map[string]any{"token": tok[later.ID], "error": "x", "retry_in_seconds": 0}, "retry_in_seconds"},
+		{"/v1/jobs/" + later.ID + "/fail", map[string]any{"token": tok[later.ID], "error": "x", "retry_in_seconds": 4e7}, "retry_in_seconds"},
+		{"/v1/jobs/" + later.ID + "/fail", map[string]any{"token": tok[later.ID], "error": "x", "retry_in_seconds": 5, "retry": false}, "retry_in_seconds"},
+		{"/v1/jobs/" + later.ID + "/fail", map[string]any{"token": tok[later.ID], "error": "x", "cancel": true, "retry": true}, "cancel"},
+		{"/v1/jobs/" + nap.ID + "/snooze", map[string]any{"token": tok[nap.ID], "delay_seconds": -1}, "delay_seconds"},
+	} {
+		a.do("POST", c.path, c.body).wantError(t, http.StatusBadRequest, codeInvalidArgument, c.field)
+	}
+	var out outcomeResult
+	before := time.Now()
+	a.do("POST", "/v1/jobs/"+later.ID+"/fail", map[string]any{"token": tok[later.ID], "error": "429", "retry_in_seconds": 30}).decode(t, http.StatusOK, &out)
+	var j job.Job
+	a.do("GET", "/v1/jobs/"+later.ID, nil).decode(t, http.StatusOK, &j)
+	if out.State != "scheduled" || j.RunAt.Before(before.Add(29*time.Second)) || j.RunAt.After(time.Now().Add(31*time.Second)) || j.Attempt != 1 {
+		t.Fatalf("fail with retry_in_seconds 30: %s, run_at in %v, attempt %d", out.State, time.Until(j.RunAt), j.Attempt)
+	}
+	a.do("POST", "/v1/jobs/"+stop.ID+"/fail", map[string]any{"token": tok[stop.ID], "error": "order deleted", "cancel": true}).decode(t, http.StatusOK, &out)
+	a.do("GET", "/v1/jobs/"+stop.ID, nil).decode(t, http.StatusOK, &j)
+	if out.State != "cancelled" || j.State != job.Cancelled || j.LastError != "order deleted" {
+		t.Fatalf("fail with cancel: %s, job %s %q", out.State, j.State, j.LastError)
+	}
+	a.do("POST", "/v1/jobs/"+nap.ID+"/snooze", map[string]any{"token": tok[nap.ID], "delay_seconds": 0, "reason": "not yet"}).decode(t, http.StatusOK, &out)
+	a.do("GET", "/v1/jobs/"+nap.ID, nil).decode(t, http.StatusOK, &j)
+	if out.State != "queued" || j.State != job.Queued || j.MaxAttempts != 2 {
+		t.Fatalf("snooze: %s, job %s max_attempts %d", out.State, j.State, j.MaxAttempts)
+	}
+	// The snoozed job runs again, as attempt 2 of 2.
+	again := a.claimJobs(t, "/v1/queues/default/claim", map[string]any{"worker_id": "py-1", "types": []string{"t"}})
+	if len(again) != 1 || again[0].Job.ID != nap.ID || again[0].Job.Attempt != 2 {
+		t.Fatalf("after the snooze claimed %+v", again)
+	}
+	a.do("POST", "/v1/jobs/"+nap.ID+"/heartbeat", map[string]any{"token": again[0].Lease.Token, "worker_id": "py-1"}).decode(t, http.StatusOK, nil)
+	var ws workerList
+	a.do("GET", "/v1/workers", nil).decode(t, http.StatusOK, &ws)
+	if len(ws.Workers) != 1 || strings.Join(ws.Workers[0].Types, ",") != "t" {
+		t.Fatalf("workers = %+v, want py-1 with types [t]", ws.Workers)
 	}
 }

@@ -6,22 +6,28 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	errors *prometheus.CounterVec
 	pruned *prometheus.CounterVec
+	// unhandled counts jobs that ended dead with no handler for their type.
+	unhandled *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
 	return &metrics{
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_poller_queue_errors_total",
-			Help: "Failed poller steps by queue and step (promote, reclaim, prune, trim); each queue fails alone.",
+			Help: "Failed poller steps by queue and step (promote, reclaim, prune, trim, unhandled); each queue fails alone.",
 		}, []string{"queue", "step"}),
 		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_poller_pruned_jobs_total",
 			Help: "Job hashes deleted from Redis after their retention, by queue and set (finished, dead).",
 		}, []string{"queue", "set"}),
+		unhandled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_poller_unhandled_dead_total",
+			Help: "Jobs that ended dead because no live worker of their queue handled their type for SUNDIAL_UNHANDLED_TIMEOUT, by queue and type.",
+		}, []string{"queue", "type"}),
 	}
 }
 
 // Collectors returns the poller's metrics, for a Prometheus registry.
 func (p *Poller) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{p.metrics.errors, p.metrics.pruned}
+	return []prometheus.Collector{p.metrics.errors, p.metrics.pruned, p.metrics.unhandled}
 }

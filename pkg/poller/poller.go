@@ -7,6 +7,7 @@ package poller
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/queue"
@@ -44,6 +45,14 @@ type Config struct {
 	Batch int
 	// PruneInterval is how often finished jobs are pruned. Default 1 min.
 	PruneInterval time.Duration
+	// UnhandledTimeout is how long a job parked for a handler (a typed
+	// claim met it and does not handle its type) waits while no live
+	// worker of its queue handles the type, before it ends dead with
+	// last_error `no handler for type "X"`. Default 24 h.
+	UnhandledTimeout time.Duration
+	// WorkerMaxAge: a worker whose registry entry is older is not live
+	// (for UnhandledTimeout). Default 15 s (three 5 s heartbeats).
+	WorkerMaxAge time.Duration
 	// Logger receives the poller's logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -75,6 +84,12 @@ func (c *Config) fill() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.UnhandledTimeout <= 0 {
+		c.UnhandledTimeout = 24 * time.Hour
+	}
+	if c.WorkerMaxAge <= 0 {
+		c.WorkerMaxAge = 15 * time.Second
+	}
 }
 
 // Poller promotes, reclaims and prunes for every known queue.
@@ -86,13 +101,18 @@ type Poller struct {
 
 	lastTrim map[string]time.Time // queue → last event stream trim (TrimEvents)
 	failing  map[string]bool      // queue → its last step failed (logged once per streak)
+	// lastUnhandled: queue → its last look at jobs parked for a handler;
+	// unhandledSeen: "queue\x00type" → logged as waiting for a handler.
+	lastUnhandled map[string]time.Time
+	unhandledSeen map[string]bool
 }
 
 // New returns a Poller over q.
 func New(q *queue.Client, cfg Config) *Poller {
 	cfg.fill()
 	return &Poller{q: q, cfg: cfg, log: cfg.Logger, metrics: newMetrics(),
-		lastTrim: map[string]time.Time{}, failing: map[string]bool{}}
+		lastTrim: map[string]time.Time{}, failing: map[string]bool{},
+		lastUnhandled: map[string]time.Time{}, unhandledSeen: map[string]bool{}}
 }
 
 // Run works until ctx ends, then returns nil. Redis errors are logged and
@@ -162,6 +182,15 @@ func (p *Poller) pass(ctx context.Context, prune bool) (time.Time, error) {
 		return time.Time{}, err
 	}
 	var next time.Time
+	var workers []queue.WorkerInfo // the live workers, read once per pass when needed
+	live := func() ([]queue.WorkerInfo, error) {
+		if workers != nil {
+			return workers, nil
+		}
+		ws, err := p.q.Workers(ctx, p.cfg.WorkerMaxAge)
+		workers = ws
+		return ws, err
+	}
 	earliest := func(t time.Time) {
 		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
 			next = t
@@ -178,6 +207,10 @@ func (p *Poller) pass(ctx context.Context, prune bool) (time.Time, error) {
 		earliest(exp)
 		if prune {
 			p.step(name, "prune", p.prune(ctx, name))
+		}
+		if time.Since(p.lastUnhandled[name]) >= p.unhandledEvery() {
+			p.lastUnhandled[name] = time.Now()
+			p.step(name, "unhandled", p.unhandled(ctx, name, live))
 		}
 		if p.cfg.TrimEvents > 0 && time.Since(p.lastTrim[name]) >= time.Second {
 			p.lastTrim[name] = time.Now()
@@ -277,4 +310,51 @@ func pruneSet(dead bool) string {
 		return "dead"
 	}
 	return "finished"
+}
+
+// unhandledEvery is how often a queue's jobs parked for a handler are
+// looked at: a quarter of the timeout, at most every 5 s.
+func (p *Poller) unhandledEvery() time.Duration { return min(p.cfg.UnhandledTimeout/4, 5*time.Second) }
+
+// unhandled looks at the types of name's jobs parked for a handler: a type
+// that no live worker of the queue handles is logged once, and its jobs
+// parked longer than UnhandledTimeout end dead. live gives the live
+// workers.
+func (p *Poller) unhandled(ctx context.Context, name string, live func() ([]queue.WorkerInfo, error)) error {
+	types, err := p.q.UnhandledTypes(ctx, name)
+	if err != nil || len(types) == 0 {
+		return err
+	}
+	ws, err := live()
+	if err != nil {
+		return err
+	}
+	cutoff := p.q.Now().Add(-p.cfg.UnhandledTimeout)
+	for _, t := range types {
+		seen := name + "\x00" + t
+		if slices.ContainsFunc(ws, func(w queue.WorkerInfo) bool { return w.Handles(name, t) }) {
+			delete(p.unhandledSeen, seen)
+			continue
+		}
+		if !p.unhandledSeen[seen] {
+			p.unhandledSeen[seen] = true
+			p.log.Warn("jobs wait for a handler: no live worker of the queue handles their type",
+				"queue", name, "type", t, "dead_after", p.cfg.UnhandledTimeout)
+		}
+		for {
+			n, err := p.q.BuryUnhandled(ctx, name, t, cutoff, p.cfg.Batch)
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				p.metrics.unhandled.WithLabelValues(name, t).Add(float64(n))
+				p.log.Warn("jobs ended dead: no handler for their type", "queue", name, "type", t, "jobs", n,
+					"waited", p.cfg.UnhandledTimeout)
+			}
+			if n < p.cfg.Batch {
+				break
+			}
+		}
+	}
+	return nil
 }

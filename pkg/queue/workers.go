@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"time"
 
@@ -28,6 +29,14 @@ type WorkerInfo struct {
 	Failed      int64     `json:"failed"`
 	// MetricsURL is where the worker serves its /metrics, when it does.
 	MetricsURL string `json:"metrics_url,omitempty"`
+	// Types are the job types the worker handles, sorted; absent (nil) for
+	// an HTTP worker that claims any type.
+	Types []string `json:"types,omitempty"`
+}
+
+// Handles tells whether w claims jobs of type jtype from queue.
+func (w WorkerInfo) Handles(queue, jtype string) bool {
+	return slices.Contains(w.Queues, queue) && (w.Types == nil || slices.Contains(w.Types, jtype))
 }
 
 // Heartbeat records w in the worker registry; the entry expires after ttl

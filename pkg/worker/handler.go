@@ -64,7 +64,9 @@ const MaxSnooze = 365 * 24 * time.Hour
 // back, so attempt numbers stay unique. The job's history records a
 // snoozed event. Use it for "not yet" (a resource not ready, a rate limit
 // of your own), not for failures.
-func Snooze(d time.Duration) error { return &outcomeError{kind: queue.OutcomeSnoozed, delay: clampDelay(d)} }
+func Snooze(d time.Duration) error {
+	return &outcomeError{kind: queue.OutcomeSnoozed, delay: clampDelay(d)}
+}
 
 // Cancel returns the error a handler returns to end its job cancelled, not
 // dead: no retry, and its dependents are cancelled. reason is recorded as

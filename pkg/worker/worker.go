@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,6 +103,10 @@ type Worker struct {
 	q        *queue.Client
 	log      *slog.Logger
 	handlers map[string]Handler
+	// types are the handlers' types, sorted, fixed when Run starts: the
+	// worker claims only jobs of these types (queue.Client.Claim), and
+	// says so in the registry.
+	types []string
 	mw       []Middleware
 	tracer   trace.Tracer // nil: tracing off
 	// followGlobal: the tracer is the global provider's, whose spans are
@@ -233,6 +239,7 @@ func (w *Worker) Use(mw ...Middleware) { w.mw = append(w.mw, mw...) }
 // nothing more, and returns the *queue.FormatError.
 func (w *Worker) Run(ctx context.Context) error {
 	w.started = time.Now().UTC()
+	w.types = slices.Sorted(maps.Keys(w.handlers))
 	ctx, reg := w.q.Register(ctx, "worker", w.log)
 	defer reg.Close()
 	// Jobs run under their own context, cancelled only past the deadline.
@@ -387,7 +394,7 @@ func (w *Worker) claim(ctx, jobsCtx context.Context, free int, wg *sync.WaitGrou
 		}
 		tried++
 		sent := time.Now()
-		leases, err := w.q.Claim(ctx, name, free-claimed, w.cfg.ID)
+		leases, err := w.q.Claim(ctx, name, free-claimed, w.cfg.ID, w.types...)
 		if err != nil {
 			failed = append(failed, name)
 			firstErr = cmp.Or(firstErr, err)
@@ -412,7 +419,7 @@ func (w *Worker) claim(ctx, jobsCtx context.Context, free int, wg *sync.WaitGrou
 func (w *Worker) waitAndClaim(ctx, jobsCtx context.Context, free int, wg *sync.WaitGroup) (int, error) {
 	name := w.names[0]
 	sent := time.Now()
-	leases, err := w.q.WaitAndClaim(ctx, name, free, w.cfg.ID, w.cfg.IdleWait)
+	leases, err := w.q.WaitAndClaim(ctx, name, free, w.cfg.ID, w.cfg.IdleWait, w.types...)
 	if len(leases) > 0 && ctx.Err() != nil {
 		w.release(context.WithoutCancel(ctx), map[string][]queue.Lease{name: leases})
 		return 0, nil
@@ -657,7 +664,7 @@ func (w *Worker) writeFused(ctx context.Context, name string, outs []queue.Outco
 		}
 	}
 	sent := time.Now()
-	st, leases, err := w.q.CompleteAndClaim(ctx, name, outs, free, w.cfg.ID)
+	st, leases, err := w.q.CompleteAndClaim(ctx, name, outs, free, w.cfg.ID, w.types...)
 	if err != nil {
 		leases = nil
 	}
@@ -874,7 +881,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 			ID: w.cfg.ID, Hostname: host, PID: os.Getpid(), Queues: w.names,
 			Concurrency: w.cfg.Concurrency, ActiveJobs: ids, StartedAt: w.started,
 			Processed: w.processed.Load(), Failed: w.failed.Load(),
-			MetricsURL: w.cfg.MetricsURL,
+			MetricsURL: w.cfg.MetricsURL, Types: w.types,
 		}
 		if err := w.q.Heartbeat(ctx, info, 3*w.cfg.HeartbeatInterval); err != nil && ctx.Err() == nil {
 			w.log.Warn("heartbeat failed", "err", err)

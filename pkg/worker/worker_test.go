@@ -108,8 +108,24 @@ func TestOutcomes(t *testing.T) {
 	w.HandleFunc("noretry", func(context.Context, *job.Job) (any, error) {
 		return nil, worker.NoRetry(errors.New("invalid address"))
 	})
+	w.HandleFunc("snoozes", func(_ context.Context, j *job.Job) (any, error) {
+		if j.Attempt == 1 {
+			return nil, worker.Snooze(0)
+		}
+		return j.Attempt, nil
+	})
+	w.HandleFunc("cancels", func(context.Context, *job.Job) (any, error) {
+		return nil, worker.Cancel(errors.New("nothing to do"))
+	})
+	w.HandleFunc("ratelimited", func(_ context.Context, j *job.Job) (any, error) {
+		if j.Attempt == 1 {
+			return nil, worker.RetryAfter(errors.New("429"), 50*time.Millisecond)
+		}
+		return "ok", nil
+	})
 	start(t, w)
 	zero := &job.Backoff{}
+	hour := &job.Backoff{BaseSeconds: 3600, MaxSeconds: 3600}
 	js := e.submit(t,
 		job.Spec{Type: "sundial.echo", Payload: json.RawMessage(`{"hello":"world"}`)},
 		job.Spec{Type: "sundial.fail", Payload: json.RawMessage(`{"times":2,"message":"boom"}`), MaxAttempts: ptr(3), Backoff: zero},
@@ -117,6 +133,9 @@ func TestOutcomes(t *testing.T) {
 		job.Spec{Type: "nobody.handles.this", MaxAttempts: ptr(5)},
 		job.Spec{Type: "panics", MaxAttempts: ptr(1)},
 		job.Spec{Type: "noretry", MaxAttempts: ptr(5)},
+		job.Spec{Type: "snoozes", MaxAttempts: ptr(1)},
+		job.Spec{Type: "cancels"},
+		job.Spec{Type: "ratelimited", Backoff: hour},
 	)
 	echo := e.waitState(t, js[0].ID, job.Succeeded)
 	if string(echo.Result) != `{"hello":"world"}` || echo.Attempt != 1 {
@@ -129,14 +148,30 @@ func TestOutcomes(t *testing.T) {
 	if d := e.waitState(t, js[2].ID, job.Dead); d.Attempt != 2 {
 		t.Errorf("exhausted job attempt = %d", d.Attempt)
 	}
-	if d := e.waitState(t, js[3].ID, job.Dead); d.LastError != `no handler for type "nobody.handles.this"` || d.Attempt != 1 {
-		t.Errorf("unknown type = %+v", d)
-	}
+	// A type the worker does not handle is not claimed: it waits for a
+	// worker that does (the poller ends it dead after
+	// SUNDIAL_UNHANDLED_TIMEOUT when none is live).
+	queuetest.Eventually(t, 10*time.Second, "the unknown type parked for a handler", func() bool {
+		j, err := e.q.Get(context.Background(), js[3].ID)
+		return err == nil && j.State == job.Queued && j.Attempt == 0 && j.HeldBack != nil && j.HeldBack.Reason == job.HeldNoHandler
+	})
 	if d := e.waitState(t, js[4].ID, job.Dead); d.LastError != "handler panicked: kaboom" {
 		t.Errorf("panic job last_error = %q", d.LastError)
 	}
 	if d := e.waitState(t, js[5].ID, job.Dead); d.Attempt != 1 || d.LastError != "invalid address" {
 		t.Errorf("no-retry job = %+v", d)
+	}
+	// Snoozed once with max_attempts 1: the attempt was given back.
+	if d := e.waitState(t, js[6].ID, job.Succeeded); d.Attempt != 2 || d.MaxAttempts != 2 || string(d.Result) != "2" {
+		t.Errorf("snoozed job = attempt %d/%d result %s", d.Attempt, d.MaxAttempts, d.Result)
+	}
+	if d := e.waitState(t, js[7].ID, job.Cancelled); d.LastError != "nothing to do" {
+		t.Errorf("cancelled job = %+v", d)
+	}
+	// Due again 50 ms after its failure, not after its hour of backoff (no
+	// poller runs here to make it due).
+	if d := e.waitState(t, js[8].ID, job.Scheduled); d.Attempt != 1 || d.LastError != "429" || time.Until(d.RunAt) > time.Second {
+		t.Errorf("rate-limited job = attempt %d %q, due in %v", d.Attempt, d.LastError, time.Until(d.RunAt))
 	}
 }
 

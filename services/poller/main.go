@@ -33,7 +33,8 @@ func main() {
 		c := env.Config
 		opts := env.EngineOptions()
 		q := queue.New(env.Redis, opts)
-		pcfg := poller.Config{Retention: c.JobRetention, DeadRetention: c.DeadRetention, DeadMax: c.DeadMax, Logger: env.Log}
+		pcfg := poller.Config{Retention: c.JobRetention, DeadRetention: c.DeadRetention, DeadMax: c.DeadMax, Logger: env.Log,
+			UnhandledTimeout: c.UnhandledTimeout, WorkerMaxAge: 3 * c.HeartbeatInterval}
 		if pcfg.DeadMax == 0 {
 			pcfg.DeadMax = -1 // SUNDIAL_DEAD_MAX=0: no count bound
 		}

@@ -256,7 +256,7 @@ export interface paths {
         put?: never;
         /**
          * Report failure (HTTP worker)
-         * @description The attempt failed: retried with backoff while attempts remain (state scheduled or queued), else dead; retry false sends it to the dead letters at once. 409 when the lease is lost (reclaimed after expiry, cancelled, finished): the worker must stop the job; nothing changed.
+         * @description The attempt failed: retried with backoff while attempts remain (state scheduled or queued), else dead; retry_in_seconds replaces the backoff for this retry (e.g. a 429's Retry-After); retry false sends it to the dead letters at once; cancel true ends it cancelled (not dead) with error as the reason, and cancels its dependents. 409 when the lease is lost (reclaimed after expiry, cancelled, finished): the worker must stop the job; nothing changed.
          */
         post: operations["failJob"];
         delete?: never;
@@ -319,6 +319,26 @@ export interface paths {
          * @description Queues the job again with attempt reset to 0 and a retried event; any other state answers 409. The body may be left out or be {}.
          */
         post: operations["retryJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/jobs/{id}/snooze": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run again later without spending an attempt (HTTP worker)
+         * @description Ends the attempt and makes the job due again after delay_seconds (state scheduled, or queued for 0), with a snoozed event. The attempt is given back: max_attempts grows by one, so attempt numbers stay unique. For "not yet", not for failures. 409 when the lease is lost (reclaimed after expiry, cancelled, finished): the worker must stop the job; nothing changed.
+         */
+        post: operations["snoozeJob"];
         delete?: never;
         options?: never;
         head?: never;
@@ -759,8 +779,10 @@ export interface components {
             message: string;
         };
         FailRequest: {
+            cancel?: boolean;
             error: string;
             retry?: boolean;
+            retry_in_seconds?: number;
             token: string;
             worker_id?: string;
         };
@@ -794,6 +816,10 @@ export interface components {
             /** Format: date-time */
             finished_at?: string;
             group?: string;
+            held_back?: {
+                message: string;
+                reason: string;
+            };
             id: string;
             idempotency_key?: string;
             last_error?: string;
@@ -824,7 +850,7 @@ export interface components {
             /** @enum {string} */
             state: "waiting" | "scheduled" | "queued" | "active" | "succeeded" | "dead" | "cancelled";
             /** @enum {string} */
-            type: "submitted" | "scheduled" | "queued" | "started" | "succeeded" | "failed" | "dead" | "cancelled" | "retried" | "lease_expired" | "waiting";
+            type: "submitted" | "scheduled" | "queued" | "started" | "succeeded" | "failed" | "dead" | "cancelled" | "retried" | "lease_expired" | "waiting" | "snoozed";
             worker_id: string;
         };
         JobEventList: {
@@ -996,6 +1022,8 @@ export interface components {
             /** Format: int64 */
             throttled: number;
             /** Format: int64 */
+            unhandled: number;
+            /** Format: int64 */
             waiting: number;
         };
         QueueThroughput: {
@@ -1116,7 +1144,7 @@ export interface components {
             attempt: number;
             error: string;
             /** @enum {string} */
-            event: "submitted" | "scheduled" | "queued" | "started" | "succeeded" | "failed" | "dead" | "cancelled" | "retried" | "lease_expired" | "waiting";
+            event: "submitted" | "scheduled" | "queued" | "started" | "succeeded" | "failed" | "dead" | "cancelled" | "retried" | "lease_expired" | "waiting" | "snoozed";
             id: string;
             job_id: string;
             message?: string;
@@ -1165,6 +1193,7 @@ export interface components {
             queues: string[];
             /** Format: date-time */
             started_at: string;
+            types?: string[];
         };
         WorkerList: {
             workers: components["schemas"]["Worker"][];
@@ -1916,6 +1945,52 @@ export interface operations {
             };
             400: components["responses"]["InvalidArgument"];
             401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    snoozeJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A job id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    delay_seconds: number;
+                    reason?: string;
+                    token: string;
+                    worker_id?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Outcome"];
+                };
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
