@@ -106,9 +106,9 @@ type Worker struct {
 	// types are the handlers' types, sorted, fixed when Run starts: the
 	// worker claims only jobs of these types (queue.Client.Claim), and
 	// says so in the registry.
-	types []string
-	mw       []Middleware
-	tracer   trace.Tracer // nil: tracing off
+	types  []string
+	mw     []Middleware
+	tracer trace.Tracer // nil: tracing off
 	// followGlobal: the tracer is the global provider's, whose spans are
 	// skipped while no application has set one (tracing.go).
 	followGlobal bool
