@@ -58,7 +58,8 @@ var (
 
 // Job is a job to submit. Only Type is required.
 type Job struct {
-	// Type names the handler that runs the job, e.g. "email.send".
+	// Type names the handler that runs the job, e.g. "email.send". Empty
+	// with a typed job (Args) as the Payload: its Kind.
 	Type string
 	// Payload is the job's input: any value encoding/json can marshal (a
 	// string becomes a JSON string), or JSON text as json.RawMessage or
@@ -98,6 +99,9 @@ type Job struct {
 
 // spec turns j into the engine's submit spec.
 func (j Job) spec() (job.Spec, error) {
+	if a, ok := j.Payload.(Args); ok && j.Type == "" {
+		j.Type = a.Kind() // a typed job as a Job's payload, with options beside it
+	}
 	s := job.Spec{
 		Queue: j.Queue, Type: j.Type, Priority: j.Priority, Backoff: j.Backoff,
 		IdempotencyKey: j.IdempotencyKey, DependsOn: j.DependsOn, Group: j.Group, Traceparent: j.Traceparent,
@@ -128,7 +132,7 @@ func (j Job) spec() (job.Spec, error) {
 		s.MaxAttempts = &n
 	}
 	if j.Timeout != 0 {
-		n := int((j.Timeout + time.Second - 1) / time.Second) // whole seconds, rounded up
+		n := wholeSeconds(j.Timeout)
 		s.TimeoutSeconds = &n
 	}
 	return s, nil
@@ -159,10 +163,13 @@ func NewClient(rdb redis.UniversalClient) *Client {
 // does not cover (pausing queues, dead letters, throughput).
 func (c *Client) Engine() *queue.Client { return c.q }
 
-// Submit validates j and stores it. A validation error is a
-// *job.FieldError naming the field at fault; nothing is stored then.
-func (c *Client) Submit(ctx context.Context, j Job) (*Submitted, error) {
-	out, err := c.SubmitMany(ctx, []Job{j})
+// Submit validates a job and stores it: a Job, or a typed job (Args) as
+// it is, its Kind the type and the value its payload. A validation error
+// is a *job.FieldError naming the field at fault; nothing is stored then.
+// Fields the job leaves out take its type's declared defaults (Defaults),
+// then the engine's.
+func (c *Client) Submit(ctx context.Context, a Args) (*Submitted, error) {
+	out, err := c.SubmitMany(ctx, []Job{asJob(a)})
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +185,9 @@ func (c *Client) SubmitMany(ctx context.Context, jobs []Job) ([]Submitted, error
 	built := make([]*job.Job, len(jobs))
 	for i, j := range jobs {
 		s, err := j.spec()
+		if err == nil {
+			err = c.q.ApplyTypeDefaults(ctx, &s)
+		}
 		if err == nil {
 			built[i], err = s.Build(now)
 		}

@@ -165,3 +165,70 @@ func ExampleClient_QueueInfo() {
 	// queued: 3 0 submitted: 4
 	// true
 }
+
+// WelcomeEmail is a typed job: its Kind names its type, so a submit and its
+// handler cannot disagree on it.
+type WelcomeEmail struct {
+	To string `json:"to"`
+}
+
+func (WelcomeEmail) Kind() string { return "email.welcome" }
+
+// Typed jobs: Handle[WelcomeEmail] registers the handler for the type's
+// Kind, with defaults that any submit of the type takes (here its queue and
+// attempts), and Submit takes a WelcomeEmail as it is.
+func ExampleHandle() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+
+	r := sundial.NewRunner(rdb, sundial.RunnerConfig{Queues: []string{"welcome"}})
+	sundial.Handle(r, func(ctx context.Context, e WelcomeEmail) (any, error) {
+		return "sent to " + e.To, nil
+	}, sundial.Defaults{Queue: "welcome", MaxAttempts: 7})
+	if err := r.DeclareDefaults(ctx); err != nil { // Run does it too; here before the submit
+		panic(err)
+	}
+	go r.Run(ctx)
+
+	c := sundial.NewClient(rdb)
+	sub, err := c.Submit(ctx, WelcomeEmail{To: "ada@example.com"})
+	if err != nil {
+		panic(err)
+	}
+	done, _ := c.Wait(ctx, sub.Job.ID)
+	fmt.Println(done.Type, done.Queue, done.MaxAttempts, done.State, string(done.Result))
+	// Output: email.welcome welcome 7 succeeded "sent to ada@example.com"
+}
+
+// A handler says what happened beyond success and failure: Snooze runs the
+// job again later without spending an attempt, Cancel ends it cancelled
+// (not dead), RetryAfter picks the retry's delay (a 429's Retry-After).
+func ExampleSnooze() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+
+	r := sundial.NewRunner(rdb, sundial.RunnerConfig{Queues: []string{"outcomes"}})
+	r.HandleFunc("report.ready", func(ctx context.Context, j *sundial.Record) (any, error) {
+		if j.Attempt == 1 {
+			return nil, sundial.Snooze(10 * time.Millisecond) // not ready yet
+		}
+		return "ready", nil
+	})
+	r.HandleFunc("order.ship", func(ctx context.Context, j *sundial.Record) (any, error) {
+		return nil, sundial.Cancel(errors.New("order was deleted"))
+	})
+	go r.Run(ctx)
+
+	c := sundial.NewClient(rdb)
+	ready, _ := c.Submit(ctx, sundial.Job{Type: "report.ready", Queue: "outcomes", MaxAttempts: 1})
+	ship, _ := c.Submit(ctx, sundial.Job{Type: "order.ship", Queue: "outcomes"})
+	a, _ := c.Wait(ctx, ready.Job.ID)
+	b, _ := c.Wait(ctx, ship.Job.ID)
+	fmt.Println(a.State, a.Attempt, a.MaxAttempts)
+	fmt.Println(b.State, b.LastError)
+	// Output:
+	// succeeded 2 2
+	// cancelled order was deleted
+}

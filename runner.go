@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/poller"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/schedule"
@@ -27,6 +26,19 @@ type HandlerFunc = worker.HandlerFunc
 // NoRetry marks err so that the job goes dead at once instead of being
 // retried.
 func NoRetry(err error) error { return worker.NoRetry(err) }
+
+// Snooze returns the error a handler returns to run its job again after d
+// without spending an attempt (max_attempts grows by one to give it back);
+// a snoozed event records it. For "not yet", not for failures.
+func Snooze(d time.Duration) error { return worker.Snooze(d) }
+
+// Cancel returns the error a handler returns to end its job cancelled, not
+// dead, with reason as its last error; its dependents are cancelled.
+func Cancel(reason error) error { return worker.Cancel(reason) }
+
+// RetryAfter marks err so that the retry comes after d instead of the
+// job's backoff (e.g. a 429's Retry-After); the attempt counts.
+func RetryAfter(err error, d time.Duration) error { return worker.RetryAfter(err, d) }
 
 // Progress reports how far the running job whose handler received ctx got:
 // percent (0..100) and a short message, shown on the job and streamed as an
@@ -76,9 +88,10 @@ type RunnerConfig struct {
 // Runner runs jobs: a worker and, unless ExternalPoller is set, the
 // poller's duties, in one process. Register handlers before Run.
 type Runner struct {
-	rdb redis.UniversalClient
-	cfg RunnerConfig
-	w   *worker.Worker
+	rdb      redis.UniversalClient
+	cfg      RunnerConfig
+	w        *worker.Worker
+	defaults map[string]Defaults // type → submit defaults (SetDefaults)
 }
 
 // NewRunner returns a Runner over rdb.
@@ -96,11 +109,36 @@ func NewRunner(rdb redis.UniversalClient, cfg RunnerConfig) *Runner {
 	return &Runner{rdb: rdb, cfg: cfg, w: worker.New(rdb, wc)}
 }
 
+// SetDefaults declares job type typ's submit defaults (see Defaults); Run
+// writes them to Redis when it starts (DeclareDefaults). Call it before
+// Run.
+func (r *Runner) SetDefaults(typ string, d Defaults) {
+	if r.defaults == nil {
+		r.defaults = map[string]Defaults{}
+	}
+	r.defaults[typ] = d
+}
+
+// DeclareDefaults writes the submit defaults of the Runner's types to
+// Redis now (Run does it when it starts), so that submits that follow, in
+// any process, take them.
+func (r *Runner) DeclareDefaults(ctx context.Context) error {
+	q := queue.New(r.rdb, queue.Options{})
+	for typ, d := range r.defaults {
+		if err := q.SetTypeDefaults(ctx, typ, d.engine()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Worker returns the pkg/worker Worker inside, e.g. to add middleware.
 func (r *Runner) Worker() *worker.Worker { return r.w }
 
 // Handle registers h for jobs of type typ, replacing any earlier handler.
-// A job whose type has no handler goes dead.
+// The Runner claims only jobs of the types it has handlers for; a job of
+// another type waits for a worker that handles it (docs/workers.md,
+// "Types").
 func (r *Runner) Handle(typ string, h Handler) { r.w.Handle(typ, h) }
 
 // HandleFunc registers f for jobs of type typ.
@@ -119,28 +157,26 @@ func HandleJSON[T any](r *Runner, typ string, f func(ctx context.Context, payloa
 				return nil, NoRetry(fmt.Errorf("payload of %s: %w", typ, err))
 			}
 		}
-		return f(context.WithValue(ctx, recordKey{}, j), v)
+		return f(ctx, v)
 	})
 }
 
-type recordKey struct{}
-
-// JobFrom returns the job whose HandleJSON handler received ctx (its id,
-// attempt, queue…), or nil for another context.
-func JobFrom(ctx context.Context) *Record {
-	j, _ := ctx.Value(recordKey{}).(*job.Job)
-	return j
-}
+// JobFrom returns the job whose handler received ctx (its id, attempt,
+// queue, payload…), or nil for another context.
+func JobFrom(ctx context.Context) *Record { return worker.JobFrom(ctx) }
 
 // Run runs jobs until ctx ends, then shuts down gracefully (see
 // RunnerConfig.ShutdownTimeout) and returns nil; an error means it could
 // not run, such as a *queue.FormatError when the Redis holds a storage
 // format this release does not read (docs/engine.md, "Storage format").
 func (r *Runner) Run(ctx context.Context) error {
+	if err := r.DeclareDefaults(ctx); err != nil {
+		return err
+	}
+	q := queue.New(r.rdb, queue.Options{})
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return r.w.Run(gctx) })
 	if !r.cfg.ExternalPoller {
-		q := queue.New(r.rdb, queue.Options{})
 		p := poller.New(q, poller.Config{TrimEvents: r.cfg.EventsMax, Logger: r.cfg.Logger})
 		s := schedule.NewScheduler(q, schedule.SchedulerConfig{Logger: r.cfg.Logger})
 		g.Go(func() error { return p.Run(gctx) })

@@ -31,6 +31,9 @@ func (s *Server) submitJob(c *gin.Context) {
 		return
 	}
 	spec, err := decodeSubmit(data)
+	if err == nil {
+		err = s.q.ApplyTypeDefaults(c.Request.Context(), spec)
+	}
 	if err != nil {
 		fail(c, err)
 		return
@@ -65,6 +68,9 @@ func (s *Server) submitBatch(c *gin.Context) {
 		return
 	}
 	specs, err := decodeBatch(data)
+	if err == nil {
+		err = s.q.ApplyTypeDefaults(c.Request.Context(), pointers(specs)...)
+	}
 	if err != nil {
 		fail(c, err)
 		return
@@ -252,4 +258,13 @@ func (s *Server) jobAction(c *gin.Context, act func(context.Context, string) (*j
 		return
 	}
 	writeJob(c, http.StatusOK, j)
+}
+
+// pointers returns pointers to the elements of s.
+func pointers[T any](s []T) []*T {
+	out := make([]*T, len(s))
+	for i := range s {
+		out[i] = &s[i]
+	}
+	return out
 }

@@ -326,3 +326,34 @@ func TestJobAnswersMatchJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmitTakesTheTypeDefaults: a REST submit that leaves fields out
+// takes its type's declared defaults (a Go Runner declares them), one that
+// sets them keeps its own, and another type takes the engine's.
+func TestSubmitTakesTheTypeDefaults(t *testing.T) {
+	a := start(t)
+	ctx := context.Background()
+	if err := a.q.SetTypeDefaults(ctx, "email.send", job.Defaults{Queue: "mail", Priority: job.High, MaxAttempts: 9, TimeoutSeconds: 120, Backoff: &job.Backoff{BaseSeconds: 1, MaxSeconds: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.q.SetTypeDefaults(ctx, "bad", job.Defaults{MaxAttempts: 1000}); err == nil {
+		t.Fatal("defaults with max_attempts 1000 accepted")
+	}
+	d := a.submit(t, map[string]any{"type": "email.send"})
+	if d.Queue != "mail" || d.Priority != job.High || d.MaxAttempts != 9 || d.TimeoutSeconds != 120 || d.Backoff.MaxSeconds != 2 {
+		t.Fatalf("job with the type's defaults = %+v", d)
+	}
+	own := a.submit(t, map[string]any{"type": "email.send", "queue": "other", "max_attempts": 2})
+	if own.Queue != "other" || own.MaxAttempts != 2 || own.Priority != job.High {
+		t.Fatalf("job with its own fields = %+v", own)
+	}
+	var batch struct{ Jobs []job.Job }
+	a.do("POST", "/v1/jobs/batch", map[string]any{"jobs": []map[string]any{{"type": "email.send"}, {"type": "email.send", "priority": "low"}}}).decode(t, http.StatusCreated, &batch)
+	if len(batch.Jobs) != 2 || batch.Jobs[0].Queue != "mail" || batch.Jobs[1].Priority != job.Low || batch.Jobs[1].MaxAttempts != 9 {
+		t.Fatalf("batch = %+v", batch.Jobs)
+	}
+	plain := a.submit(t, map[string]any{"type": "other"})
+	if plain.Queue != "default" || plain.MaxAttempts != job.DefaultMaxAttempts {
+		t.Fatalf("job of a type without defaults = %+v", plain)
+	}
+}

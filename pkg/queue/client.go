@@ -119,6 +119,7 @@ type Client struct {
 	coalescers map[string]*coalescer
 	randMu     sync.Mutex
 	rng        *rand.Rand
+	typeDefs   typeDefsCache // see ApplyTypeDefaults
 }
 
 // New returns a Client over rdb.

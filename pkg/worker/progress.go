@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 )
 
@@ -22,6 +23,36 @@ type runningKey struct{}
 type runningJob struct {
 	w *Worker
 	r *running
+	// fake is set for a context made by HandlerContext (a handler run in a
+	// unit test, without Redis): Progress and LeaseOf answer from it.
+	fake *FakeRun
+}
+
+// FakeRun is what a handler run by HandlerContext sees of its attempt,
+// for tests (sundialtest): its lease, and what its Progress calls do.
+type FakeRun struct {
+	// Lease is what LeaseOf returns.
+	Lease Lease
+	// Progress is called by Progress; nil accepts every report.
+	Progress func(percent int, message string) error
+}
+
+// HandlerContext returns ctx as a handler of job j sees it when run by
+// f (a test's fake attempt, no Redis): JobFrom gives j, Progress calls
+// f.Progress, LeaseOf gives f.Lease. For tests of handlers; see package
+// sundialtest.
+func HandlerContext(ctx context.Context, j *job.Job, f *FakeRun) context.Context {
+	return context.WithValue(ctx, runningKey{}, &runningJob{r: &running{lease: queue.Lease{Job: j, Token: f.Lease.Token}}, fake: f})
+}
+
+// JobFrom returns the job whose handler received ctx (its id, attempt,
+// queue, payload…), or nil for a context no handler received.
+func JobFrom(ctx context.Context) *job.Job {
+	rj, ok := ctx.Value(runningKey{}).(*runningJob)
+	if !ok {
+		return nil
+	}
+	return rj.r.lease.Job
 }
 
 // Progress reports the progress of the job whose handler received ctx:
@@ -33,6 +64,12 @@ func Progress(ctx context.Context, percent int, message string) error {
 	rj, ok := ctx.Value(runningKey{}).(*runningJob)
 	if !ok {
 		return errNotInHandler
+	}
+	if rj.fake != nil {
+		if rj.fake.Progress == nil {
+			return nil
+		}
+		return rj.fake.Progress(min(max(percent, 0), 100), message)
 	}
 	sent := time.Now()
 	held, _, err := rj.w.q.Progress(ctx, rj.r.queue, rj.r.lease, queue.ProgressReport{Percent: percent, Message: message})
@@ -76,6 +113,9 @@ func LeaseOf(ctx context.Context) (Lease, bool) {
 	rj, ok := ctx.Value(runningKey{}).(*runningJob)
 	if !ok {
 		return Lease{}, false
+	}
+	if rj.fake != nil {
+		return rj.fake.Lease, true
 	}
 	rj.w.mu.Lock()
 	defer rj.w.mu.Unlock()
