@@ -1,0 +1,397 @@
+// Package outbox is the relay shared by sundialpg and sundialmongo: it moves
+// jobs that a transaction wrote into a database's outbox over to Redis, each
+// exactly once, in the outbox's order per queue. A Store reads and deletes
+// the rows of one database; the relay does the rest (leader lock, wake-ups,
+// submit, metrics).
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/schedule"
+)
+
+// KeyPrefix starts the idempotency key of every job an outbox holds: the
+// key is KeyPrefix + the job's id. The id is a ULID made when the row was
+// written, unique across tables and databases, so a table dropped and made
+// again (whose row ids start over) cannot name an earlier job.
+const KeyPrefix = "outbox:"
+
+// Row is one job waiting in an outbox.
+type Row struct {
+	// ID is the store's id of the row, given back to Store.Delete.
+	ID any
+	// Job is the job as SubmitTx built it, id and idempotency key included.
+	Job *job.Job
+}
+
+// Store is one database's outbox.
+type Store interface {
+	// Name names the store in metrics and logs ("postgres", "mongodb").
+	Name() string
+	// Read returns up to n committed rows, oldest first: rows of one
+	// queue in the order they must reach it.
+	Read(ctx context.Context, n int) ([]Row, error)
+	// Delete removes relayed rows.
+	Delete(ctx context.Context, rows []Row) error
+	// Oldest returns when the oldest committed row was written, or the
+	// zero time when the outbox is empty.
+	Oldest(ctx context.Context) (time.Time, error)
+	// Listen returns a channel that receives a value when rows may have
+	// been committed, until ctx ends; nil when the store cannot tell (the
+	// relay then polls).
+	Listen(ctx context.Context) <-chan struct{}
+}
+
+// Prepare validates specs and returns the jobs SubmitTx writes: built at
+// now, with ids, and with the idempotency key that makes the relay's
+// submit exactly once. A spec may not carry its own idempotency key (the
+// transaction is what makes the submit happen once) nor depend on other
+// jobs (a dependency that ended or was pruned before the row is relayed
+// would leave a row Redis refuses for ever).
+func Prepare(now time.Time, specs []job.Spec) ([]*job.Job, error) {
+	out := make([]*job.Job, len(specs))
+	for i := range specs {
+		s := &specs[i]
+		var err error
+		switch {
+		case s.IdempotencyKey != "":
+			err = &job.FieldError{Field: "idempotency_key", Message: "idempotency_key cannot be set on an outbox job: its id is its key, and the transaction makes it happen once"}
+		case len(s.DependsOn) > 0:
+			err = &job.FieldError{Field: "depends_on", Message: "depends_on cannot be set on an outbox job"}
+		default:
+			out[i], err = s.Build(now)
+		}
+		if err != nil {
+			if fe, ok := err.(*job.FieldError); ok && len(specs) > 1 {
+				return nil, fe.Prefix(fmt.Sprintf("jobs[%d]", i))
+			}
+			return nil, err
+		}
+		out[i].IdempotencyKey = KeyPrefix + out[i].ID
+	}
+	return out, nil
+}
+
+// Encode returns j as an outbox row stores it (JSON).
+func Encode(j *job.Job) ([]byte, error) { return json.Marshal(j) }
+
+// Decode reads a job that Encode wrote.
+func Decode(b []byte) (*job.Job, error) {
+	j := &job.Job{}
+	if err := json.Unmarshal(b, j); err != nil {
+		return nil, fmt.Errorf("outbox: a row does not hold a job: %w", err)
+	}
+	return j, nil
+}
+
+// Config tunes a Relay. Zero values take the documented defaults.
+type Config struct {
+	// ID names this relay in the leader lock and the logs. Default
+	// "<hostname>-<pid>-<random>".
+	ID string
+	// LockKey is the Redis key of the leader lock: one relay of each
+	// outbox runs at a time. Default "sundial:outbox:<store name>:leader".
+	LockKey string
+	// LockTTL is the leader lock's time to live: how long a dead relay
+	// blocks the others at most. Default 3 s.
+	LockTTL time.Duration
+	// RenewInterval is how often the leader renews the lock. Default 1 s.
+	RenewInterval time.Duration
+	// AcquireInterval is how often a follower tries to take the lock.
+	// Default 1 s.
+	AcquireInterval time.Duration
+	// PollInterval is the safety net under the store's notifications: the
+	// longest the relay sleeps between two reads. Default 1 s.
+	PollInterval time.Duration
+	// Batch is how many rows one pass reads. Default 1000.
+	Batch int
+	// Logger receives the relay's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) fill(store string) {
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		c.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), schedule.NewLeaseToken()[:6])
+	}
+	if c.LockKey == "" {
+		c.LockKey = "sundial:outbox:" + store + ":leader"
+	}
+	if c.LockTTL <= 0 {
+		c.LockTTL = 3 * time.Second
+	}
+	if c.RenewInterval <= 0 {
+		c.RenewInterval = time.Second
+	}
+	if c.AcquireInterval <= 0 {
+		c.AcquireInterval = time.Second
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = time.Second
+	}
+	if c.Batch <= 0 {
+		c.Batch = 1000
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Relay moves committed rows of a Store into Redis. Several may run (one
+// per poller); a leader lock in Redis lets one relay at a time. Each row's
+// job carries its idempotency key, so two relays that both believe they
+// lead, or a relay that died after Redis took the jobs but before the rows
+// were deleted, still make one job per row.
+type Relay struct {
+	store  Store
+	q      *queue.Client
+	cfg    Config
+	log    *slog.Logger
+	lock   *schedule.Lease
+	leader atomic.Bool
+
+	relayed prometheus.Counter
+	lag     prometheus.GaugeFunc
+}
+
+// New returns a Relay of store's rows into q.
+func New(store Store, q *queue.Client, cfg Config) *Relay {
+	cfg.fill(store.Name())
+	r := &Relay{
+		store: store, q: q, cfg: cfg,
+		log:  cfg.Logger.With("relay_id", cfg.ID, "outbox", store.Name()),
+		lock: schedule.NewLease(q.Redis(), cfg.LockKey, cfg.ID, cfg.LockTTL),
+		relayed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name:        "sundial_outbox_relayed_rows_total",
+			Help:        "Outbox rows this process relayed to Redis (each became a job, or was found to be one already).",
+			ConstLabels: prometheus.Labels{"store": store.Name()},
+		}),
+	}
+	r.lag = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "sundial_outbox_lag_seconds",
+		Help:        "Age of the oldest committed outbox row not yet relayed (0 when none, -1 when the outbox cannot be read).",
+		ConstLabels: prometheus.Labels{"store": store.Name()},
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		d, err := r.Lag(ctx)
+		if err != nil {
+			return -1
+		}
+		return d.Seconds()
+	})
+	return r
+}
+
+// Collectors returns the relay's metrics: rows relayed and the lag.
+func (r *Relay) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{r.relayed, r.lag}
+}
+
+// Leader reports whether this relay holds the leader lock right now.
+func (r *Relay) Leader() bool { return r.leader.Load() }
+
+// Lag returns the age of the oldest committed row not yet relayed; 0 when
+// the outbox is empty.
+func (r *Relay) Lag(ctx context.Context) (time.Duration, error) {
+	t, err := r.store.Oldest(ctx)
+	if err != nil || t.IsZero() {
+		return 0, err
+	}
+	return max(time.Since(t), 0), nil
+}
+
+// Run takes part in the leader election and, while leading, relays rows
+// until ctx ends; it then gives the lock up and returns nil. Database and
+// Redis errors are logged and retried; they never stop it.
+func (r *Relay) Run(ctx context.Context) error {
+	wake := r.store.Listen(ctx)
+	r.log.Info("outbox relay started", "lock_ttl", r.cfg.LockTTL.String())
+	for {
+		ok, err := r.lock.Acquire(ctx)
+		switch {
+		case ctx.Err() != nil:
+			r.log.Info("outbox relay stopped")
+			return nil
+		case err != nil:
+			r.log.Warn("outbox leader election failed; retrying", "err", err)
+		case ok:
+			r.lead(ctx, wake)
+			continue
+		}
+		if !sleep(ctx, r.cfg.AcquireInterval, nil) {
+			r.log.Info("outbox relay stopped")
+			return nil
+		}
+	}
+}
+
+// lead relays while this relay holds the lock, renewing it, and gives it
+// up when ctx ends.
+func (r *Relay) lead(ctx context.Context, wake <-chan struct{}) {
+	r.leader.Store(true)
+	defer r.leader.Store(false)
+	r.log.Info("leading: relaying the outbox")
+	leadCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer stop()
+		r.heartbeat(leadCtx)
+	})
+	r.relayLoop(leadCtx, wake)
+	stop()
+	wg.Wait()
+	if ctx.Err() != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if err := r.lock.Release(rctx); err != nil {
+			r.log.Warn("could not release the outbox leader lock; it expires by itself", "err", err)
+		}
+		return
+	}
+	r.log.Warn("lost the outbox leader lock: no longer relaying")
+}
+
+// heartbeat renews the lock every RenewInterval and returns when it is
+// lost (another holds it, or it could not be renewed for LockTTL) or ctx
+// ends.
+func (r *Relay) heartbeat(ctx context.Context) {
+	lastOK := time.Now()
+	t := time.NewTicker(r.cfg.RenewInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ok, err := r.lock.Renew(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			r.log.Warn("could not renew the outbox leader lock", "err", err)
+			if time.Since(lastOK) >= r.cfg.LockTTL-r.cfg.RenewInterval/2 {
+				return
+			}
+		case !ok:
+			return
+		default:
+			lastOK = time.Now()
+		}
+	}
+}
+
+// relayLoop relays until ctx ends: at once again after a full batch, else
+// after a notification or PollInterval.
+func (r *Relay) relayLoop(ctx context.Context, wake <-chan struct{}) {
+	errDelay := 10 * time.Millisecond
+	for ctx.Err() == nil {
+		n, err := r.RelayOnce(ctx)
+		wait := r.cfg.PollInterval
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			r.log.Warn("relaying the outbox failed; retrying", "err", err, "in", errDelay.String())
+			wait, errDelay = errDelay, min(2*errDelay, 2*time.Second)
+		case n == r.cfg.Batch:
+			errDelay = 10 * time.Millisecond
+			continue
+		default:
+			errDelay = 10 * time.Millisecond
+		}
+		if !sleep(ctx, wait, wake) {
+			return
+		}
+	}
+}
+
+// RelayOnce relays one batch: it reads up to Batch committed rows,
+// submits each queue's jobs in one call (in the rows' order), then deletes
+// the rows, and returns how many it relayed. It takes no lock: Run calls
+// it under the leader lock, and tests call it directly.
+func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
+	rows, err := r.store.Read(ctx, r.cfg.Batch)
+	if err != nil {
+		return 0, fmt.Errorf("read: %w", err)
+	}
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	crashPoint("read")
+	var order []string
+	byQueue := map[string][]*job.Job{}
+	for _, row := range rows {
+		q := row.Job.Queue
+		if _, ok := byQueue[q]; !ok {
+			order = append(order, q)
+		}
+		byQueue[q] = append(byQueue[q], row.Job)
+	}
+	for _, q := range order {
+		jobs := byQueue[q]
+		res, err := r.q.Submit(ctx, jobs)
+		if err != nil {
+			return 0, fmt.Errorf("submit to queue %q: %w", q, err)
+		}
+		for i, s := range res {
+			if s.Job.ID != jobs[i].ID {
+				// Only another job with the same key could answer; keys
+				// are made of the job's own id, so this is a bug.
+				return 0, fmt.Errorf("submit to queue %q: row of job %s answered by job %s", q, jobs[i].ID, s.Job.ID)
+			}
+		}
+	}
+	crashPoint("submitted")
+	if err := r.store.Delete(ctx, rows); err != nil {
+		return 0, fmt.Errorf("delete: %w", err)
+	}
+	r.relayed.Add(float64(len(rows)))
+	crashPoint("deleted")
+	return len(rows), nil
+}
+
+// crashTestEnv names the test-only crash point (docs/outbox.md): the relay
+// kills its own process with SIGKILL right after that step.
+const crashTestEnv = "SUNDIAL_OUTBOX_TEST_CRASH"
+
+var crashAt = os.Getenv(crashTestEnv)
+
+// crashPoint kills the process with SIGKILL when step is the test-only
+// crash point: a crash at an exact place, which kill -9 from outside only
+// hits by chance.
+func crashPoint(step string) {
+	if crashAt == step {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way
+	}
+}
+
+// sleep waits for d, a value on wake (when not nil), or the end of ctx,
+// and reports whether ctx is still alive.
+func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-wake:
+	}
+	return true
+}
