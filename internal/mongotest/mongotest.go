@@ -1,6 +1,7 @@
 // Package mongotest gives tests a MongoDB: FerretDB v1 (tools/ferretdb) on a private
 // PostgreSQL cluster, both started as child processes on free 127.0.0.1 ports in a temporary
-// directory. These machines have no MongoDB server package and no Docker engine; see
+// directory (PostgresURL gives tests a database of that cluster of their own). These machines
+// have no MongoDB server package and no Docker engine; see
 // docs/mongo-standin.md for what FerretDB v1 does not support.
 //
 // PostgreSQL and one shared FerretDB start lazily, once per test binary, the first time a test
@@ -45,6 +46,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
@@ -130,6 +132,26 @@ func DBName(t testing.TB) string {
 		}
 	}
 	return fmt.Sprintf("t_%s_%d", b.String(), dbSeq.Add(1))
+}
+
+// PostgresURL returns the URL of a new, empty PostgreSQL database of t's own on the shared
+// cluster (started on first use, as Start does), for tests of code that uses PostgreSQL itself
+// (sundialpg). The database stays until the cluster stops at the end of the test binary.
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	e := environmentFor(t)
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, e.pgURL)
+	if err != nil {
+		t.Fatalf("mongotest: %v", err)
+	}
+	defer conn.Close(ctx)
+	name := DBName(t)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("mongotest: create database %s: %v", name, err)
+	}
+	return strings.TrimSuffix(e.pgURL, "/postgres") + "/" + name
 }
 
 // Server is a FerretDB process of one test's own, over the shared PostgreSQL, so the test can

@@ -25,16 +25,21 @@ type Check func(ctx context.Context) error
 // (Prometheus), /healthz (the process is alive) and /readyz (every check
 // passes), on its own address.
 type Ops struct {
-	reg    *prometheus.Registry
-	checks map[string]Check
+	reg     *prometheus.Registry
+	checks  map[string]Check
+	details map[string]Detail
 }
+
+// Detail is a value /readyz reports beside the checks (e.g. the outbox
+// relay's lag), informative only: it never makes the endpoint unready.
+type Detail func(ctx context.Context) (any, error)
 
 // NewOps returns an Ops serving the Go and process metrics plus cs.
 func NewOps(cs ...prometheus.Collector) *Ops {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(cs...)
-	return &Ops{reg: reg, checks: map[string]Check{}}
+	return &Ops{reg: reg, checks: map[string]Check{}, details: map[string]Detail{}}
 }
 
 // Register adds collectors to the endpoint's metrics.
@@ -42,6 +47,10 @@ func (o *Ops) Register(cs ...prometheus.Collector) { o.reg.MustRegister(cs...) }
 
 // Check adds a named readiness check.
 func (o *Ops) Check(name string, c Check) { o.checks[name] = c }
+
+// Detail adds a named value to /readyz's "details" (omitted when it
+// fails).
+func (o *Ops) Detail(name string, d Detail) { o.details[name] = d }
 
 // Handler returns the endpoint's routes.
 func (o *Ops) Handler() http.Handler {
@@ -75,7 +84,17 @@ func (o *Ops) Handler() http.Handler {
 				status[name] = "ok"
 			}
 		}
-		writeJSON(w, code, map[string]any{"status": map[bool]string{true: "ok", false: "unavailable"}[code == http.StatusOK], "checks": status})
+		body := map[string]any{"status": map[bool]string{true: "ok", false: "unavailable"}[code == http.StatusOK], "checks": status}
+		if len(o.details) > 0 {
+			details := map[string]any{}
+			for name, d := range o.details {
+				if v, err := d(ctx); err == nil {
+					details[name] = v
+				}
+			}
+			body["details"] = details
+		}
+		writeJSON(w, code, body)
 	})
 	return mux
 }

@@ -60,6 +60,13 @@ type Config struct {
 	WorkerID          string
 	History           bool
 	HistoryRetention  time.Duration
+	// OutboxPostgresURL is the database whose outbox the poller relays
+	// (SUNDIAL_OUTBOX_POSTGRES_URL); empty for none.
+	OutboxPostgresURL string
+	// OutboxMongoURI and OutboxMongoDB name the MongoDB database whose
+	// outbox the poller relays (SUNDIAL_OUTBOX_MONGO_URI); empty for none.
+	OutboxMongoURI string
+	OutboxMongoDB  string
 	// HTTPJobAllow is what the sundial.http job type may reach besides
 	// public addresses (SUNDIAL_HTTP_JOB_ALLOW).
 	HTTPJobAllow *egress.Policy
@@ -181,6 +188,24 @@ var Vars = []Var{
 		return nil
 	}},
 	{"SUNDIAL_HISTORY_RETENTION", "720h", "how long MongoDB keeps job records and events (TTL index; a janitor on FerretDB)", false, durVar(time.Hour, 100*365*24*time.Hour, func(c *Config, d time.Duration) { c.HistoryRetention = d })},
+	{"SUNDIAL_OUTBOX_POSTGRES_URL", "", "poller: relay the sundialpg outbox of this PostgreSQL database (postgres:// URL or key=value DSN) to Redis; empty = no relay (docs/outbox.md)", true, func(c *Config, v string) error {
+		c.OutboxPostgresURL = v
+		return nil
+	}},
+	{"SUNDIAL_OUTBOX_MONGO_URI", "", "poller: relay the sundialmongo outbox of this MongoDB (a replica set: transactions) to Redis; empty = no relay (docs/outbox.md)", true, func(c *Config, v string) error {
+		if v != "" && !strings.HasPrefix(v, "mongodb://") && !strings.HasPrefix(v, "mongodb+srv://") {
+			return fmt.Errorf("must start with mongodb:// or mongodb+srv://")
+		}
+		c.OutboxMongoURI = v
+		return nil
+	}},
+	{"SUNDIAL_OUTBOX_MONGO_DB", "sundial", "poller: the database holding the sundialmongo outbox collection", false, func(c *Config, v string) error {
+		if v == "" || strings.ContainsAny(v, "/\\. \"$") {
+			return fmt.Errorf("must be a valid database name")
+		}
+		c.OutboxMongoDB = v
+		return nil
+	}},
 	{"SUNDIAL_WORKER_ID", "", "worker id; default <hostname>-<pid>", false, func(c *Config, v string) error {
 		c.WorkerID = v
 		return nil

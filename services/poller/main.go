@@ -60,6 +60,11 @@ func main() {
 		}
 		p := poller.New(q, pcfg)
 		ops.Register(p.Collectors()...)
+		relays, closeRelays, err := startRelays(ctx, env, q, ops)
+		if err != nil {
+			return err
+		}
+		defer closeRelays()
 
 		ln, err := env.ListenOps(9091)
 		if err != nil {
@@ -76,6 +81,9 @@ func main() {
 		})
 		if writer != nil {
 			g.Go(func() error { return writer.Run(gctx) })
+		}
+		for _, relay := range relays {
+			g.Go(func() error { return relay(gctx) })
 		}
 		return g.Wait()
 	})
