@@ -82,3 +82,15 @@ func Handle[T Args](r *Runner, f func(ctx context.Context, args T) (any, error),
 		r.SetDefaults(kind, d.Defaults())
 	}
 }
+
+// Build returns the job a submit of a would store — validated, the type's
+// declared defaults not applied, the engine's filled in, with a fresh id —
+// without storing anything: for tests (package sundialtest) and dry runs.
+// The error is a *job.FieldError naming the field at fault.
+func Build(a Args) (*Record, error) {
+	s, err := asJob(a).spec()
+	if err != nil {
+		return nil, err
+	}
+	return s.Build(time.Now())
+}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sundialhq/sundial/pkg/job"
@@ -299,4 +300,14 @@ func (c *Client) Dead(ctx context.Context, queue string, limit int, cursor strin
 		}
 	}
 	return out, next, nil
+}
+
+// NextDue returns when queue's earliest scheduled job is due (false when
+// none is scheduled).
+func (c *Client) NextDue(ctx context.Context, queue string) (time.Time, bool, error) {
+	zs, err := c.rdb.ZRangeWithScores(ctx, c.keysFor(queue).key(kScheduled), 0, 0).Result()
+	if err != nil || len(zs) == 0 {
+		return time.Time{}, false, err
+	}
+	return time.UnixMilli(int64(zs[0].Score)), true, nil
 }

@@ -110,6 +110,15 @@ func (e *outcomeError) Error() string {
 
 func (e *outcomeError) Unwrap() error { return e.err }
 
+// OutcomeOf tells what a worker reports for the error a handler returned
+// (not nil): the outcome's kind and, for a snooze or a chosen retry delay,
+// the delay.
+func OutcomeOf(err error) (queue.OutcomeKind, time.Duration) {
+	var o queue.Outcome
+	outcomeOf(&o, err)
+	return o.Kind, o.Delay
+}
+
 // outcomeOf fills o from the error a handler returned.
 func outcomeOf(o *queue.Outcome, err error) {
 	o.Kind, o.Error = queue.OutcomeFailed, err.Error()
