@@ -3,6 +3,7 @@ package sundialpg
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -85,7 +86,8 @@ func submit(ctx context.Context, exec func(ctx context.Context, q string, args .
 
 // explain adds what to do to a missing table's error.
 func explain(err error) error {
-	if pe, ok := err.(*pgconn.PgError); ok && pe.Code == "42P01" {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42P01" {
 		return fmt.Errorf("%w (run sundialpg.Migrate or schema.sql first)", err)
 	}
 	return err

@@ -108,10 +108,11 @@ type Config struct {
 	// LockTTL is the leader lock's time to live: how long a dead relay
 	// blocks the others at most. Default 3 s.
 	LockTTL time.Duration
-	// RenewInterval is how often the leader renews the lock. Default 1 s.
+	// RenewInterval is how often the leader renews the lock. Default 1 s,
+	// or LockTTL/3 when that is shorter.
 	RenewInterval time.Duration
 	// AcquireInterval is how often a follower tries to take the lock.
-	// Default 1 s.
+	// Default 1 s, or LockTTL/3 when that is shorter.
 	AcquireInterval time.Duration
 	// PollInterval is the safety net under the store's notifications: the
 	// longest the relay sleeps between two reads. Default 1 s.
@@ -134,10 +135,10 @@ func (c *Config) fill(store string) {
 		c.LockTTL = 3 * time.Second
 	}
 	if c.RenewInterval <= 0 {
-		c.RenewInterval = time.Second
+		c.RenewInterval = min(time.Second, c.LockTTL/3)
 	}
 	if c.AcquireInterval <= 0 {
-		c.AcquireInterval = time.Second
+		c.AcquireInterval = min(time.Second, c.LockTTL/3)
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = time.Second
