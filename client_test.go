@@ -202,3 +202,29 @@ func TestLeaseOfInAHandler(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 }
+
+// TestConfigFromEnv: the SUNDIAL_* variables become a RunnerConfig with
+// the services' parser; a bad value names its variable.
+func TestConfigFromEnv(t *testing.T) {
+	t.Setenv("SUNDIAL_REDIS_URL", "redis://"+redisAddr)
+	t.Setenv("SUNDIAL_QUEUES", "mail:3,default")
+	t.Setenv("SUNDIAL_CONCURRENCY", "7")
+	t.Setenv("SUNDIAL_WORKER_ID", "env-worker")
+	t.Setenv("SUNDIAL_LEASE_TTL", "20s")
+	cfg, rdb, err := sundial.ConfigFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	if strings.Join(cfg.Queues, ",") != "mail,default" || cfg.QueueSettings["mail"].Weight != 3 || cfg.Concurrency != 7 ||
+		cfg.WorkerID != "env-worker" || cfg.LeaseTTL != 20*time.Second {
+		t.Fatalf("config %+v", cfg)
+	}
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("the Redis it opened: %v", err)
+	}
+	t.Setenv("SUNDIAL_CONCURRENCY", "lots")
+	if _, _, err := sundial.ConfigFromEnv(); err == nil || !strings.Contains(err.Error(), "SUNDIAL_CONCURRENCY") {
+		t.Fatalf("bad SUNDIAL_CONCURRENCY: %v", err)
+	}
+}

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/poller"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/schedule"
@@ -81,8 +83,63 @@ type RunnerConfig struct {
 	// EventsMax caps each queue's event stream when the Runner polls.
 	// Default 100,000.
 	EventsMax int64
+	// QueueSettings tune queues of Queues, by name: a weight (any weight
+	// above 1 turns the strict order into a random order in proportion to
+	// the weights) and a cap on how many of the Concurrency slots the
+	// queue's jobs may hold.
+	QueueSettings map[string]QueueSettings
+	// WorkerID names the worker in GET /v1/workers and in job events.
+	// Default <hostname>-<pid>.
+	WorkerID string
+	// LeaseTTL is how long a job's lease lasts unrenewed (the worker
+	// renews it every third of this): a dead worker's jobs come back
+	// within it. Default 15 s; every process of a deployment should agree.
+	LeaseTTL time.Duration
+	// LeaseGrace is how long past a job's timeout its lease is still
+	// renewed, so its handler can report. Default 5 s.
+	LeaseGrace time.Duration
 	// Logger receives the logs. Default slog.Default().
 	Logger *slog.Logger
+}
+
+// QueueSettings tune one queue a Runner serves.
+type QueueSettings struct {
+	// Weight orders the queues at random in proportion to their weights
+	// (≤ 1 means 1; all 1: the strict order of RunnerConfig.Queues).
+	Weight int
+	// MaxConcurrency caps how many of the Runner's running jobs come from
+	// the queue (0: no cap but Concurrency).
+	MaxConcurrency int
+}
+
+// engine is the engine's options for cfg's lease settings.
+func (cfg RunnerConfig) engine() queue.Options {
+	return queue.Options{LeaseTTL: cfg.LeaseTTL, LeaseGrace: cfg.LeaseGrace}
+}
+
+// ConfigFromEnv reads a RunnerConfig, and opens the Redis to use, from the
+// SUNDIAL_* variables the services read (docs/configuration.md), with the
+// same parser and checks: SUNDIAL_REDIS_URL (one Redis, Sentinel or
+// Cluster), SUNDIAL_QUEUES (q:3 gives a weight), SUNDIAL_CONCURRENCY,
+// SUNDIAL_WORKER_ID, SUNDIAL_SHUTDOWN_TIMEOUT, SUNDIAL_LEASE_TTL,
+// SUNDIAL_LEASE_GRACE and SUNDIAL_EVENTS_MAXLEN. An invalid value is an
+// error naming the variable.
+func ConfigFromEnv() (RunnerConfig, redis.UniversalClient, error) {
+	c, err := config.Load(os.Getenv)
+	if err != nil {
+		return RunnerConfig{}, nil, err
+	}
+	cfg := RunnerConfig{Concurrency: c.Concurrency, ShutdownTimeout: c.ShutdownTimeout, WorkerID: c.WorkerID,
+		LeaseTTL: c.LeaseTTL, LeaseGrace: c.LeaseGrace, EventsMax: c.EventsMaxLen, QueueSettings: map[string]QueueSettings{}}
+	for _, q := range c.Queues {
+		cfg.Queues = append(cfg.Queues, q.Name)
+		cfg.QueueSettings[q.Name] = QueueSettings{Weight: q.Weight}
+	}
+	rdb, err := config.NewRedis(c.RedisURL)
+	if err != nil {
+		return RunnerConfig{}, nil, fmt.Errorf("SUNDIAL_REDIS_URL: %w", err)
+	}
+	return cfg, rdb, nil
 }
 
 // Runner runs jobs: a worker and, unless ExternalPoller is set, the
@@ -102,9 +159,11 @@ func NewRunner(rdb redis.UniversalClient, cfg RunnerConfig) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	wc := worker.Config{Concurrency: cfg.Concurrency, ShutdownTimeout: cfg.ShutdownTimeout, Logger: cfg.Logger}
+	wc := worker.Config{Concurrency: cfg.Concurrency, ShutdownTimeout: cfg.ShutdownTimeout, Logger: cfg.Logger,
+		ID: cfg.WorkerID, Engine: cfg.engine()}
 	for _, q := range cfg.Queues {
-		wc.Queues = append(wc.Queues, worker.Queue{Name: q})
+		st := cfg.QueueSettings[q]
+		wc.Queues = append(wc.Queues, worker.Queue{Name: q, Weight: st.Weight, MaxConcurrency: st.MaxConcurrency})
 	}
 	return &Runner{rdb: rdb, cfg: cfg, w: worker.New(rdb, wc)}
 }
@@ -173,7 +232,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := r.DeclareDefaults(ctx); err != nil {
 		return err
 	}
-	q := queue.New(r.rdb, queue.Options{})
+	q := queue.New(r.rdb, r.cfg.engine())
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return r.w.Run(gctx) })
 	if !r.cfg.ExternalPoller {

@@ -27,6 +27,10 @@ import (
 type Queue struct {
 	Name   string
 	Weight int // ≤ 1 means 1
+	// MaxConcurrency caps how many of the worker's running jobs come from
+	// this queue (0: no cap but the worker's Concurrency), so that one
+	// busy queue cannot take every slot from the others.
+	MaxConcurrency int
 }
 
 // Config configures a Worker. Zero values take the documented defaults.
@@ -79,6 +83,11 @@ func (c *Config) fill() {
 	if c.Concurrency <= 0 {
 		c.Concurrency = 10
 	}
+	if len(c.Queues) == 1 && c.Queues[0].MaxConcurrency > 0 {
+		// One queue: its cap is the worker's (the single-queue claims,
+		// waitAndClaim and writeFused, count the worker's slots only).
+		c.Concurrency = min(c.Concurrency, c.Queues[0].MaxConcurrency)
+	}
 	if c.ID == "" {
 		host, _ := os.Hostname()
 		c.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -118,6 +127,10 @@ type Worker struct {
 
 	mu     sync.Mutex
 	active map[string]*running
+	// perQueue counts the running jobs of each queue that has a
+	// MaxConcurrency (guarded by mu); caps holds those caps.
+	perQueue map[string]int
+	caps     map[string]int
 
 	// Fused claims (see writeFused): a worker serving one queue claims
 	// jobs for the slots its finished jobs freed in the call that reports
@@ -151,6 +164,9 @@ type running struct {
 	// lease back (the handler's outcome, if any, is dropped); expired when
 	// the lease guard stopped the handler (its outcome is dropped too).
 	returned, givenBack, expired bool
+	// uncounted (guarded by Worker.mu): finish took it off its queue's
+	// running count (Queue.MaxConcurrency).
+	uncounted bool
 	// heldUntil (guarded by Worker.mu) is when this worker stops trusting
 	// the lease, on its own monotonic clock: the send time of the claim or
 	// of the last renewal Redis accepted, plus the lease TTL, less
@@ -208,6 +224,12 @@ func New(rdb redis.UniversalClient, cfg Config) *Worker {
 		w.names = append(w.names, q.Name)
 		if q.Weight > 1 {
 			w.weighted = true
+		}
+		if q.MaxConcurrency > 0 && q.MaxConcurrency < cfg.Concurrency {
+			if w.caps == nil {
+				w.caps, w.perQueue = map[string]int{}, map[string]int{}
+			}
+			w.caps[q.Name] = q.MaxConcurrency
 		}
 	}
 	for i := 0; i < cfg.Concurrency; i++ {
@@ -373,7 +395,14 @@ func (w *Worker) dispatch(ctx, jobsCtx context.Context, wg *sync.WaitGroup) {
 		}
 		errDelay = 10 * time.Millisecond
 		if claimed == 0 && !waited {
-			if _, err := w.q.WaitForWork(ctx, w.names, w.cfg.IdleWait); err != nil && ctx.Err() == nil {
+			open := w.openQueues()
+			if len(open) == 0 {
+				// Every queue is at its MaxConcurrency: wait for one of
+				// their jobs to end.
+				sleepCtx(ctx, 20*time.Millisecond)
+				continue
+			}
+			if _, err := w.q.WaitForWork(ctx, open, w.cfg.IdleWait); err != nil && ctx.Err() == nil {
 				w.log.Warn("wait for work failed", "err", err)
 				sleepCtx(ctx, errDelay)
 			}
@@ -392,9 +421,13 @@ func (w *Worker) claim(ctx, jobsCtx context.Context, free int, wg *sync.WaitGrou
 		if claimed == free {
 			break
 		}
+		n := w.room(name, free-claimed)
+		if n == 0 {
+			continue
+		}
 		tried++
 		sent := time.Now()
-		leases, err := w.q.Claim(ctx, name, free-claimed, w.cfg.ID, w.types...)
+		leases, err := w.q.Claim(ctx, name, n, w.cfg.ID, w.types...)
 		if err != nil {
 			failed = append(failed, name)
 			firstErr = cmp.Or(firstErr, err)
@@ -410,6 +443,33 @@ func (w *Worker) claim(ctx, jobsCtx context.Context, free int, wg *sync.WaitGrou
 		return claimed, nil
 	}
 	return claimed, firstErr
+}
+
+// openQueues returns the worker's queues that are below their
+// MaxConcurrency (all of them when none has one).
+func (w *Worker) openQueues() []string {
+	if w.caps == nil {
+		return w.names
+	}
+	open := make([]string, 0, len(w.names))
+	for _, q := range w.names {
+		if w.room(q, 1) > 0 {
+			open = append(open, q)
+		}
+	}
+	return open
+}
+
+// room is how many more jobs of queue the worker may start, at most n:
+// n, or less under the queue's MaxConcurrency.
+func (w *Worker) room(queue string, n int) int {
+	c, ok := w.caps[queue]
+	if !ok {
+		return n
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return max(min(n, c-w.perQueue[queue]), 0)
 }
 
 // waitAndClaim waits for work on the worker's one queue and claims up to
@@ -489,6 +549,9 @@ func (w *Worker) start(jobsCtx context.Context, queueName string, l queue.Lease,
 	ctx = context.WithValue(ctx, runningKey{}, &runningJob{w: w, r: r})
 	w.mu.Lock()
 	w.active[l.Job.ID] = r
+	if _, ok := w.caps[queueName]; ok {
+		w.perQueue[queueName]++
+	}
 	w.mu.Unlock()
 	wg.Add(1)
 	go func() {
@@ -704,6 +767,10 @@ func (w *Worker) finish(r *running) {
 	w.mu.Lock()
 	if w.active[id] == r {
 		delete(w.active, id)
+	}
+	if _, ok := w.caps[r.queue]; ok && !r.uncounted {
+		r.uncounted = true
+		w.perQueue[r.queue]--
 	}
 	w.mu.Unlock()
 }

@@ -411,3 +411,54 @@ func TestJobsClaimedAfterTheStopAreGivenBack(t *testing.T) {
 		t.Fatalf("handler ran %d times, job %s attempt %d; want it given back unrun (queued, attempt 0)", ran.Load(), got.State, got.Attempt)
 	}
 }
+
+// TestQueueMaxConcurrency: a queue's MaxConcurrency caps how many of the
+// worker's slots its jobs hold; the other queue's jobs run beside them.
+func TestQueueMaxConcurrency(t *testing.T) {
+	e := newEnv(t)
+	w := newWorker(e, worker.Config{Concurrency: 6, Queues: []worker.Queue{{Name: "bulk", MaxConcurrency: 2}, {Name: "fast"}}})
+	var mu sync.Mutex
+	running, most := map[string]int{}, map[string]int{}
+	release := make(chan struct{})
+	w.HandleFunc("work", func(_ context.Context, j *job.Job) (any, error) {
+		mu.Lock()
+		running[j.Queue]++
+		most[j.Queue] = max(most[j.Queue], running[j.Queue])
+		mu.Unlock()
+		if j.Queue == "bulk" {
+			<-release
+		}
+		mu.Lock()
+		running[j.Queue]--
+		mu.Unlock()
+		return nil, nil
+	})
+	start(t, w)
+	var bulk []job.Spec
+	for range 8 {
+		bulk = append(bulk, job.Spec{Type: "work", Queue: "bulk"})
+	}
+	bulkJobs := e.submit(t, bulk...)
+	queuetest.Eventually(t, 10*time.Second, "two bulk jobs running", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return running["bulk"] == 2
+	})
+	// With bulk at its cap, fast jobs still get the free slots.
+	var fast []job.Spec
+	for range 10 {
+		fast = append(fast, job.Spec{Type: "work", Queue: "fast"})
+	}
+	for _, j := range e.submit(t, fast...) {
+		e.waitState(t, j.ID, job.Succeeded)
+	}
+	close(release)
+	for _, j := range bulkJobs {
+		e.waitState(t, j.ID, job.Succeeded)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most["bulk"] != 2 {
+		t.Fatalf("at most %d bulk jobs ran at once, want 2 (the cap)", most["bulk"])
+	}
+}
