@@ -36,6 +36,10 @@ var schemaNames = map[reflect.Type]string{
 	reflect.TypeFor[deadSelection]():    "DeadSelection",
 	reflect.TypeFor[retriedCount]():     "RetriedCount",
 	reflect.TypeFor[deletedCount]():     "DeletedCount",
+	reflect.TypeFor[bulkRequest]():      "BulkRequest",
+	reflect.TypeFor[queue.BulkFilter](): "BulkFilter",
+	reflect.TypeFor[bulkResult]():       "BulkResult",
+	reflect.TypeFor[bulkMessage]():      "StreamBulkMessage",
 	reflect.TypeFor[queue.WorkerInfo](): "Worker",
 	reflect.TypeFor[workerList]():       "WorkerList",
 	reflect.TypeFor[metricsTarget]():    "MetricsTarget",
@@ -100,6 +104,8 @@ var requestRequired = map[string][]string{
 	"JobSpec":       {"type"},
 	"BatchRequest":  {"jobs"},
 	"DeadSelection": {},
+	"BulkRequest":   {"action"},
+	"BulkFilter":    {},
 
 	"Schedule":               {"job"},
 	"SchedulePreviewRequest": {},
@@ -118,21 +124,35 @@ var objectRules = map[string]map[string]any{
 // fieldHints add constraints and descriptions to properties, by
 // "Schema.property".
 var fieldHints = withHints(limitHints(), map[string]map[string]any{
-	"JobSpec.queue":           {"pattern": "^[a-z0-9_-]{1,64}$", "default": job.DefaultQueue},
-	"JobSpec.type":            {"pattern": "^[A-Za-z0-9_.:-]{1,128}$", "description": "The handler that runs the job."},
-	"JobSpec.payload":         {"description": "Any JSON value, handed to the handler."},
-	"JobSpec.priority":        {"default": "normal", "description": "Strict within a queue: no low runs while high or normal waits."},
-	"JobSpec.max_attempts":    {"minimum": 1, "maximum": job.MaxMaxAttempts, "default": job.DefaultMaxAttempts},
-	"JobSpec.timeout_seconds": {"minimum": 1, "maximum": job.MaxTimeoutSeconds, "default": job.DefaultTimeoutSeconds, "description": "The lease: a worker that dies loses it and the job is retried."},
-	"JobSpec.run_at":          {"description": "When the job becomes due; at most 366 days ahead. Not with delay_seconds."},
-	"JobSpec.delay_seconds":   {"minimum": 0, "maximum": int(job.MaxDelay.Seconds()), "description": "Due this many seconds from now. Not with run_at."},
-	"JobSpec.depends_on":      {"maxItems": job.MaxDependencies, "description": "Jobs of the same queue that must succeed first; in a batch \"#n\" names the batch's job n."},
-	"JobSpec.idempotency_key": {"maxLength": job.MaxIdempotencyKeyLen, "description": "Same key in the same queue within 24 h: the first job is answered, nothing new is created."},
-	"Backoff.base_seconds":    {"minimum": 0, "description": "Delay before retry n is random in [0, min(max, base·2^(n-1))]; 0 retries at once."},
-	"Backoff.max_seconds":     {"minimum": 0},
-	"BatchRequest.jobs":       {"minItems": 1, "maxItems": MaxBatchJobs},
-	"DeadSelection.ids":       {"minItems": 1, "description": "Leave out to act on every dead job of the queue."},
-	"JobPage.next_cursor":     {"description": "Pass as cursor for the next page; empty on the last page."},
+	"JobSpec.queue":             {"pattern": "^[a-z0-9_-]{1,64}$", "default": job.DefaultQueue},
+	"JobSpec.type":              {"pattern": "^[A-Za-z0-9_.:-]{1,128}$", "description": "The handler that runs the job."},
+	"JobSpec.payload":           {"description": "Any JSON value, handed to the handler."},
+	"JobSpec.priority":          {"default": "normal", "description": "Strict within a queue: no low runs while high or normal waits."},
+	"JobSpec.max_attempts":      {"minimum": 1, "maximum": job.MaxMaxAttempts, "default": job.DefaultMaxAttempts},
+	"JobSpec.timeout_seconds":   {"minimum": 1, "maximum": job.MaxTimeoutSeconds, "default": job.DefaultTimeoutSeconds, "description": "The lease: a worker that dies loses it and the job is retried."},
+	"JobSpec.run_at":            {"description": "When the job becomes due; at most 366 days ahead. Not with delay_seconds."},
+	"JobSpec.delay_seconds":     {"minimum": 0, "maximum": int(job.MaxDelay.Seconds()), "description": "Due this many seconds from now. Not with run_at."},
+	"JobSpec.depends_on":        {"maxItems": job.MaxDependencies, "description": "Jobs of the same queue that must succeed first; in a batch \"#n\" names the batch's job n."},
+	"JobSpec.idempotency_key":   {"maxLength": job.MaxIdempotencyKeyLen, "description": "Same key in the same queue within 24 h: the first job is answered, nothing new is created."},
+	"Backoff.base_seconds":      {"minimum": 0, "description": "Delay before retry n is random in [0, min(max, base·2^(n-1))]; 0 retries at once."},
+	"Backoff.max_seconds":       {"minimum": 0},
+	"BatchRequest.jobs":         {"minItems": 1, "maxItems": MaxBatchJobs},
+	"DeadSelection.ids":         {"minItems": 1, "description": "Leave out to act on every dead job of the queue."},
+	"JobPage.next_cursor":       {"description": "Pass as cursor for the next page; empty on the last page."},
+	"BulkRequest.action":        {"enum": []string{"retry", "cancel", "delete", "move"}},
+	"BulkRequest.ids":           {"minItems": 1, "maxItems": queue.BulkMaxIDs, "description": "The jobs to act on; not with filter."},
+	"BulkRequest.filter":        {"description": "Select the queue's jobs by what they are; not with ids. {} selects every dead job."},
+	"BulkRequest.to_queue":      {"pattern": "^[a-z0-9_-]{1,64}$", "description": "move only: the queue the jobs go to."},
+	"BulkFilter.state":          {"enum": []string{"dead", "queued", "scheduled", "waiting"}, "default": "dead", "description": "dead for retry, delete and move; queued, scheduled or waiting for cancel."},
+	"BulkFilter.type":           {"pattern": "^[A-Za-z0-9_.:-]{1,128}$"},
+	"BulkFilter.error_contains": {"description": "Only jobs whose last_error contains this text (case-sensitive)."},
+	"BulkFilter.since":          {"description": "dead: only jobs that died at or after it; other states: created at or after it."},
+	"BulkResult.id":             {"description": "The request's X-Request-Id, which its stream progress messages carry."},
+	"BulkResult.matched":        {"description": "Jobs selected: the distinct ids given, or the jobs the filter matched."},
+	"BulkResult.count":          {"description": "Jobs the action changed; a selected job that no longer qualifies is skipped."},
+	"BulkResult.scanned":        {"description": "Entries a filter read."},
+	"BulkResult.done":           {"description": "false in the stream's progress messages while the action runs."},
+	"StreamBulkMessage.kind":    {"const": "bulk"},
 	"ErrorDetail.code": {"enum": []string{codeInvalidArgument, codeUnauthenticated, codePermissionDenied, codeNotFound, codeConflict,
 		codePayloadTooLarge, codeUnsupportedMediaType, codeRateLimited, codeInternal, codeUnavailable}},
 	"ErrorDetail.field":            {"description": "The input field at fault, e.g. priority or jobs[3].run_at."},
@@ -379,7 +399,7 @@ var pathParams = map[string]map[string]any{
 func buildOpenAPI(routes []route) ([]byte, error) {
 	g := &schemaGen{components: map[string]any{}}
 	g.ref(reflect.TypeFor[errorBody]())
-	for _, t := range []any{streamEvent{}, eventMessage{}, statsMessage{}} {
+	for _, t := range []any{streamEvent{}, eventMessage{}, statsMessage{}, bulkMessage{}} {
 		g.ref(reflect.TypeOf(t))
 	}
 	rateHeaders := map[string]any{

@@ -154,6 +154,30 @@ func (s *Server) routes() []route {
 			Body: struct{}{}, BodyOptional: true, Status: http.StatusOK, Response: queue.QueueStats{},
 			Errors: []int{400, 404, 413, 415, 503},
 		}},
+		{http.MethodGet, "/v1/queues/:q/jobs", s.listLiveJobs, operation{
+			ID: "listQueueJobs", Tag: "queues", Summary: "A queue's live jobs in one state, from Redis",
+			Description: "Pages through the jobs Redis holds in one live state, without a history store: queued (in about the order they would be claimed: high, normal, low, a fairness group's jobs where its turn is, then the jobs limits and missing handlers hold back), " +
+				"scheduled (by due time), waiting (by creation), active (by lease expiry), dead (newest first). Each page reads O(limit) entries whatever the backlog; with type or priority, at most 2,000 entries are read per request, " +
+				"so a page may hold fewer jobs than limit, even none, while next_cursor is not empty: follow it. The lists move while they are read: a job that changes state between two pages may be missed or shown twice, never shown in a state it has left. " +
+				"The history search (GET /v1/jobs) serves the final states.",
+			Query: []param{
+				{"state", "The live state to list.", map[string]any{"type": "string", "enum": []string{"queued", "scheduled", "waiting", "active", "dead"}, "default": "queued"}, false},
+				{"type", "Only jobs of this type.", typeSchema, false},
+				{"priority", "Only jobs of this priority.", enumSchema(job.Priority("")), false},
+				limitParam, cursorParam,
+			},
+			Status: http.StatusOK, Response: searchResult{}, Errors: []int{400, 404, 503},
+		}},
+		{http.MethodPost, "/v1/queues/:q/jobs/bulk", s.bulkJobs, operation{
+			ID: "bulkJobs", Tag: "queues", Summary: "Retry, cancel, delete or move a selection of a queue's jobs",
+			Description: "Applies action to the jobs named by ids (up to 10,000) or matched by filter, in chunks of 500, each one atomic script call, and answers the counts. " +
+				"retry: dead (and, by ids, cancelled) jobs are queued again with attempt 0; cancel: queued, scheduled or waiting jobs (by ids: any job not final) end cancelled; delete: dead jobs are purged from Redis (their history stays); " +
+				"move: dead jobs are submitted to to_queue as new queued jobs with the same type, payload, priority, max_attempts, timeout, backoff and group, idempotency_key \"moved-from:<original id>\", and the originals are purged. " +
+				"A job that does not qualify is skipped (count < matched). Idempotent: a request cut short leaves whole chunks done and the rest untouched; sending it again finishes it. " +
+				"While it runs, stream clients that follow the queue receive {\"kind\":\"bulk\"} progress messages (StreamBulkMessage), the last with done true.",
+			Body: bulkRequest{}, Status: http.StatusOK, Response: bulkResult{},
+			Errors: []int{400, 404, 413, 415, 503},
+		}},
 		{http.MethodGet, "/v1/queues/:q/dead", s.listDead, operation{
 			ID: "listDead", Tag: "queues", Summary: "A queue's dead letters, newest first",
 			Query:  []param{limitParam, cursorParam},
