@@ -464,6 +464,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/queues/{q}/jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A queue's live jobs in one state, from Redis
+         * @description Pages through the jobs Redis holds in one live state, without a history store: queued (in about the order they would be claimed: high, normal, low, a fairness group's jobs where its turn is, then the jobs limits and missing handlers hold back), scheduled (by due time), waiting (by creation), active (by lease expiry), dead (newest first). Each page reads O(limit) entries whatever the backlog; with type or priority, at most 2,000 entries are read per request, so a page may hold fewer jobs than limit, even none, while next_cursor is not empty: follow it. The lists move while they are read: a job that changes state between two pages may be missed or shown twice, never shown in a state it has left. The history search (GET /v1/jobs) serves the final states.
+         */
+        get: operations["listQueueJobs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/queues/{q}/jobs/bulk": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retry, cancel, delete or move a selection of a queue's jobs
+         * @description Applies action to the jobs named by ids (up to 10,000) or matched by filter, in chunks of 500, each one atomic script call, and answers the counts. retry: dead (and, by ids, cancelled) jobs are queued again with attempt 0; cancel: queued, scheduled or waiting jobs (by ids: any job not final) end cancelled; delete: dead jobs are purged from Redis (their history stays); move: dead jobs are submitted to to_queue as new queued jobs with the same type, payload, priority, max_attempts, timeout, backoff and group, idempotency_key "moved-from:<original id>", and the originals are purged. A job that does not qualify is skipped (count < matched). Idempotent: a request cut short leaves whole chunks done and the rest untouched; sending it again finishes it. While it runs, stream clients that follow the queue receive {"kind":"bulk"} progress messages (StreamBulkMessage), the last with done true.
+         */
+        post: operations["bulkJobs"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/queues/{q}/limits": {
         parameters: {
             query?: never;
@@ -740,6 +780,47 @@ export interface components {
         };
         BatchRequest: {
             jobs: components["schemas"]["JobSpec"][];
+        };
+        BulkFilter: {
+            /** @description Only jobs whose last_error contains this text (case-sensitive). */
+            error_contains?: string;
+            /**
+             * Format: date-time
+             * @description dead: only jobs that died at or after it; other states: created at or after it.
+             */
+            since?: string;
+            /**
+             * @description dead for retry, delete and move; queued, scheduled or waiting for cancel.
+             * @default dead
+             * @enum {string}
+             */
+            state?: "dead" | "queued" | "scheduled" | "waiting";
+            type?: string;
+        };
+        BulkRequest: {
+            /** @enum {string} */
+            action: "retry" | "cancel" | "delete" | "move";
+            /** @description Select the queue's jobs by what they are; not with ids. {} selects every dead job. */
+            filter?: components["schemas"]["BulkFilter"];
+            /** @description The jobs to act on; not with filter. */
+            ids?: string[];
+            /** @description move only: the queue the jobs go to. */
+            to_queue?: string;
+        };
+        BulkResult: {
+            action: string;
+            /** @description Jobs the action changed; a selected job that no longer qualifies is skipped. */
+            count: number;
+            /** @description false in the stream's progress messages while the action runs. */
+            done: boolean;
+            /** @description The request's X-Request-Id, which its stream progress messages carry. */
+            id: string;
+            /** @description Jobs selected: the distinct ids given, or the jobs the filter matched. */
+            matched: number;
+            queue: string;
+            /** @description Entries a filter read. */
+            scanned: number;
+            to_queue?: string;
         };
         ClaimRequest: {
             max?: number;
@@ -1137,6 +1218,11 @@ export interface components {
             writable_at?: string;
             /** @description The format this API writes now: 1 until the marker moved to 2 and its writable_at passed, then 2. */
             writes: number;
+        };
+        StreamBulkMessage: {
+            bulk: components["schemas"]["BulkResult"];
+            /** @constant */
+            kind: "bulk";
         };
         StreamEvent: {
             /** Format: date-time */
@@ -2264,6 +2350,89 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RetriedCount"];
+                };
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listQueueJobs: {
+        parameters: {
+            query?: {
+                /** @description The live state to list. */
+                state?: "queued" | "scheduled" | "waiting" | "active" | "dead";
+                /** @description Only jobs of this type. */
+                type?: string;
+                /** @description Only jobs of this priority. */
+                priority?: "high" | "normal" | "low";
+                /** @description Page size. */
+                limit?: number;
+                /** @description The next_cursor of the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description A queue name. */
+                q: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobPage"];
+                };
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    bulkJobs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A queue name. */
+                q: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BulkRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkResult"];
                 };
             };
             400: components["responses"]["InvalidArgument"];
