@@ -21,14 +21,14 @@ import (
 func startRelays(ctx context.Context, env *service.Env, q *queue.Client, ops *service.Ops) (runs []func(context.Context) error, close func(), err error) {
 	c := env.Config
 	var closers []func()
-	close = func() {
+	closeAll := func() {
 		for _, f := range closers {
 			f()
 		}
 	}
 	defer func() {
 		if err != nil {
-			close()
+			closeAll()
 		}
 	}()
 	if c.OutboxPostgresURL != "" {
@@ -68,5 +68,5 @@ func startRelays(ctx context.Context, env *service.Env, q *queue.Client, ops *se
 		})
 		runs = append(runs, r.Run)
 	}
-	return runs, close, nil
+	return runs, closeAll, nil
 }
