@@ -119,6 +119,8 @@ var objectRules = map[string]map[string]any{
 	"JobSpec":   {"not": map[string]any{"required": []string{"run_at", "delay_seconds"}}},
 	"Schedule":  {"oneOf": []any{map[string]any{"required": []string{"cron"}}, map[string]any{"required": []string{"every_seconds"}}}},
 	"LimitSpec": {"anyOf": []any{map[string]any{"required": []string{"concurrency"}}, map[string]any{"required": []string{"rate"}}}},
+	"BulkRequest": {"oneOf": []any{map[string]any{"required": []string{"ids"}}, map[string]any{"required": []string{"filter"}}},
+		"if": map[string]any{"properties": map[string]any{"action": map[string]any{"const": "move"}}}, "then": map[string]any{"required": []string{"to_queue"}}},
 }
 
 // fieldHints add constraints and descriptions to properties, by

@@ -266,6 +266,13 @@ func TestExchangesMatchTheDocument(t *testing.T) {
 	third := claimed.Jobs[0]
 	a.call("POST", "/v1/jobs/"+third.Job.ID+"/release", `{"token":"`+third.Lease.Token+`","worker_id":"oas-worker"}`, http.StatusOK)
 	a.call("POST", "/v1/jobs/"+third.Job.ID+"/release", `{"token":"`+third.Lease.Token+`"}`, http.StatusConflict)
+	// Live jobs from Redis, and bulk actions by filter and by ids.
+	a.call("GET", qp+"/jobs?state=queued&limit=5", "", http.StatusOK)
+	a.call("GET", qp+"/jobs?state=dead&type=email.send&priority=normal", "", http.StatusOK)
+	a.refused("GET", qp+"/jobs?state=succeeded", "", http.StatusBadRequest)
+	a.call("POST", qp+"/jobs/bulk", `{"action":"retry","filter":{"state":"dead","error_contains":"boom","since":"2020-01-01T00:00:00Z"}}`, http.StatusOK)
+	a.call("POST", qp+"/jobs/bulk", `{"action":"cancel","ids":["`+third.Job.ID+`"]}`, http.StatusOK)
+	a.refused("POST", qp+"/jobs/bulk", `{"action":"retry"}`, http.StatusBadRequest)
 	a.call("DELETE", qp+"/dead", "", http.StatusOK)
 
 	// Limits: create, replace, read back and write back, list, delete.

@@ -806,7 +806,7 @@ export interface components {
             ids?: string[];
             /** @description move only: the queue the jobs go to. */
             to_queue?: string;
-        };
+        } & (unknown | unknown);
         BulkResult: {
             action: string;
             /** @description Jobs the action changed; a selected job that no longer qualifies is skipped. */
