@@ -1,5 +1,6 @@
 // Package examples runs the Go example programs of this directory against
-// a private redis-server, so that they keep working as the API changes.
+// a private redis-server (and, for outbox, a PostgreSQL database of
+// internal/mongotest), so that they keep working as the API changes.
 package examples
 
 import (
@@ -9,8 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sundialhq/sundial/internal/mongotest"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 )
+
+// TestMain stops the PostgreSQL the outbox example uses (mongotest).
+func TestMain(m *testing.M) { mongotest.Main(m) }
 
 func TestPrograms(t *testing.T) {
 	for _, tc := range []struct {
@@ -29,6 +34,12 @@ func TestPrograms(t *testing.T) {
 			`(?m)^report succeeded \{"output":"report\.parquet"\}$`,
 			`(?m)^ran: export → (clean \+ enrich|enrich \+ clean) → report$`,
 		}},
+		{"outbox", []string{"-postgres"}, []string{
+			`(?m)^ada@example\.com\s+order \d+: email job \w{26} succeeded \{"sent_to":"ada@example\.com"\}$`,
+			`(?m)^grace@example\.com\s+rolled back: out of stock; job \w{26} never runs$`,
+			`(?m)^edsger@example\.com\s+order \d+: email job \w{26} succeeded`,
+			`(?m)^outbox rows left: 0$`,
+		}},
 		{"nightly", []string{"-now"}, []string{
 			`(?m)^  \w{3} \d{4}-\d\d-\d\d 03:00 CES?T$`,
 			`(?m)^triggered run: succeeded \{"report":"sales-\d{4}-\d\d-\d\d\.pdf"\}$`,
@@ -37,6 +48,9 @@ func TestPrograms(t *testing.T) {
 		t.Run(tc.dir, func(t *testing.T) {
 			t.Parallel()
 			srv := queuetest.Start(t)
+			if tc.dir == "outbox" {
+				tc.args = append(tc.args, mongotest.PostgresURL(t))
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, "go", append([]string{"run", "./" + tc.dir, "-redis", srv.Addr()}, tc.args...)...)
