@@ -150,8 +150,19 @@ type Submitted struct {
 // Client submits and inspects jobs. It is safe for concurrent use; make one
 // and share it.
 type Client struct {
-	q *queue.Client
+	q  *queue.Client
+	mw []SubmitMiddleware
 }
+
+// SubmitMiddleware sees every job a Client submits before it is
+// validated: it may change the job (stamp a tenant, a trace, a default)
+// or refuse it with an error, which fails the whole Submit or SubmitMany
+// call with nothing stored.
+type SubmitMiddleware func(ctx context.Context, j *Job) error
+
+// UseSubmit adds submit middleware, run in the order added. Call it before
+// the Client is shared.
+func (c *Client) UseSubmit(mw ...SubmitMiddleware) { c.mw = append(c.mw, mw...) }
 
 // NewClient returns a Client over rdb, which may be any go-redis client:
 // *redis.Client, a Sentinel failover client or *redis.ClusterClient.
@@ -184,6 +195,12 @@ func (c *Client) SubmitMany(ctx context.Context, jobs []Job) ([]Submitted, error
 	now := c.q.Now()
 	built := make([]*job.Job, len(jobs))
 	for i, j := range jobs {
+		var err error
+		for _, mw := range c.mw {
+			if err = mw(ctx, &j); err != nil {
+				return nil, err
+			}
+		}
 		s, err := j.spec()
 		if err == nil {
 			err = c.q.ApplyTypeDefaults(ctx, &s)
@@ -304,28 +321,15 @@ func (c *Client) Wait(ctx context.Context, id string) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	stream := queue.EventStreamKey(j.Queue)
-	last := "$"
-	if xs, err := c.q.Redis().XRevRangeN(ctx, stream, "+", "-", 1).Result(); err == nil && len(xs) == 1 {
-		last = xs[0].ID
-	}
+	last := c.streamTail(ctx, queue.EventStreamKey(j.Queue))
 	for {
 		// Read the job after noting the stream's position: an event that
 		// comes between the two is still read below.
 		if j, err = c.q.Get(ctx, id); err != nil || j.State.Final() {
 			return j, err
 		}
-		res, err := c.q.Redis().XRead(ctx, &redis.XReadArgs{Streams: []string{stream, last}, Block: time.Second, Count: 1000}).Result()
-		switch {
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		case err == redis.Nil:
-		case err != nil:
+		if _, last, err = c.readEvents(ctx, j.Queue, last, time.Second); err != nil {
 			return nil, err
-		default:
-			if msgs := res[0].Messages; len(msgs) > 0 {
-				last = msgs[len(msgs)-1].ID
-			}
 		}
 	}
 }

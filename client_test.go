@@ -228,3 +228,65 @@ func TestConfigFromEnv(t *testing.T) {
 		t.Fatalf("bad SUNDIAL_CONCURRENCY: %v", err)
 	}
 }
+
+// TestSubscribeResumes: Subscribe yields a queue's events in order, a
+// job's only with JobID, and resumes after any event's ID, inside a batch
+// entry too, without missing or repeating one.
+func TestSubscribeResumes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := sundial.NewClient(redis.NewClient(&redis.Options{Addr: redisAddr}))
+	subs, err := c.SubmitMany(ctx, []sundial.Job{{Type: "a", Queue: "sub"}, {Type: "b", Queue: "sub"}, {Type: "c", Queue: "sub"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []sundial.Event
+	for ev, err := range c.Subscribe(ctx, sundial.SubscribeOptions{Queue: "sub", After: "0"}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, ev)
+		if len(all) == 3 {
+			break
+		}
+	}
+	for i, ev := range all {
+		if ev.JobID != subs[i].Job.ID || ev.Event != "submitted" {
+			t.Fatalf("event %d = %+v", i, ev)
+		}
+	}
+	// Resume after the first event of the batch: the other two, then what
+	// comes next (a cancel of the last job).
+	if _, err := c.Cancel(ctx, subs[2].Job.ID); err != nil {
+		t.Fatal(err)
+	}
+	var rest []sundial.Event
+	for ev, err := range c.Subscribe(ctx, sundial.SubscribeOptions{Queue: "sub", After: all[0].ID}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest = append(rest, ev)
+		if len(rest) == 3 {
+			break
+		}
+	}
+	if rest[0].ID != all[1].ID || rest[1].ID != all[2].ID || rest[2].JobID != subs[2].Job.ID || rest[2].Event != "cancelled" {
+		t.Fatalf("resumed: %+v", rest)
+	}
+	// One job's events only: after the last event read, the next of job 1
+	// is its cancel (job 0's comes first and is left out).
+	for _, j := range subs[:2] {
+		if _, err := c.Cancel(ctx, j.Job.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for ev, err := range c.Subscribe(ctx, sundial.SubscribeOptions{JobID: subs[1].Job.ID, After: rest[2].ID}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.JobID != subs[1].Job.ID || ev.Event != "cancelled" {
+			t.Fatalf("job subscription yielded %+v", ev)
+		}
+		break
+	}
+}

@@ -232,3 +232,73 @@ func ExampleSnooze() {
 	// succeeded 2 2
 	// cancelled order was deleted
 }
+
+// Submit middleware sees every job before it is stored: here it stamps the
+// tenant's group on each job and refuses jobs for a queue nobody serves.
+func ExampleClient_UseSubmit() {
+	ctx := context.Background()
+	c := sundial.NewClient(redis.NewClient(&redis.Options{Addr: redisAddr}))
+	c.UseSubmit(func(ctx context.Context, j *sundial.Job) error {
+		if j.Queue == "legacy" {
+			return errors.New("queue legacy is retired")
+		}
+		j.Group = "tenant-42"
+		return nil
+	})
+	sub, _ := c.Submit(ctx, sundial.Job{Type: "report.build", Queue: "reports"})
+	_, err := c.Submit(ctx, sundial.Job{Type: "report.build", Queue: "legacy"})
+	fmt.Println(sub.Job.Group)
+	fmt.Println(err)
+	// Output:
+	// tenant-42
+	// queue legacy is retired
+}
+
+// Subscribe follows a job's events as they happen; an event's ID resumes a
+// subscription after it (here from the oldest event the stream holds).
+func ExampleClient_Subscribe() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	r := sundial.NewRunner(rdb, sundial.RunnerConfig{Queues: []string{"follow"}})
+	r.HandleFunc("resize", func(ctx context.Context, j *sundial.Record) (any, error) { return "ok", nil })
+	go r.Run(ctx)
+
+	c := sundial.NewClient(rdb)
+	sub, _ := c.Submit(ctx, sundial.Job{Type: "resize", Queue: "follow"})
+	for ev, err := range c.Subscribe(ctx, sundial.SubscribeOptions{JobID: sub.Job.ID, After: "0"}) {
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(ev.Event, ev.State)
+		if ev.State.Final() {
+			break
+		}
+	}
+	// Output:
+	// submitted queued
+	// started active
+	// succeeded succeeded
+}
+
+// AfterAttempt hears every attempt's end once it is stored: a hook for
+// metrics, audit logs or alerts beside the handlers.
+func ExampleRunnerConfig_afterAttempt() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	ended := make(chan sundial.AttemptEnd, 4)
+	r := sundial.NewRunner(rdb, sundial.RunnerConfig{Queues: []string{"hooks"}, AfterAttempt: func(e sundial.AttemptEnd) { ended <- e }})
+	r.HandleFunc("charge", func(ctx context.Context, j *sundial.Record) (any, error) {
+		return nil, sundial.NoRetry(errors.New("card declined"))
+	})
+	go r.Run(ctx)
+
+	c := sundial.NewClient(rdb)
+	if _, err := c.Submit(ctx, sundial.Job{Type: "charge", Queue: "hooks"}); err != nil {
+		panic(err)
+	}
+	e := <-ended
+	fmt.Println(e.Job.Type, e.Outcome, e.State, e.Error)
+	// Output: charge dead dead card declined
+}

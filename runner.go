@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sundialhq/sundial/pkg/config"
+	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/poller"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/schedule"
@@ -98,8 +99,27 @@ type RunnerConfig struct {
 	// LeaseGrace is how long past a job's timeout its lease is still
 	// renewed, so its handler can report. Default 5 s.
 	LeaseGrace time.Duration
+	// AfterAttempt, when set, is called after each attempt's outcome was
+	// stored (a hook for metrics, audit logs, alerts): keep it quick, it
+	// runs in the goroutine that writes outcomes.
+	AfterAttempt func(AttemptEnd)
 	// Logger receives the logs. Default slog.Default().
 	Logger *slog.Logger
+}
+
+// AttemptEnd is what RunnerConfig.AfterAttempt hears of an attempt.
+type AttemptEnd struct {
+	// Job is the job as its handler saw it (type, attempt, payload).
+	Job *Record
+	// Outcome is how the handler ended: "succeeded", "failed", "dead"
+	// (NoRetry), "snoozed", "cancelled", or "stale" when the outcome was
+	// refused because the lease was lost (another attempt owns the job).
+	Outcome string
+	// State is what the job became: Succeeded, Scheduled or Queued (a
+	// retry or a snooze), Dead, Cancelled; empty for a stale outcome.
+	State State
+	// Error is the handler's error, or a snooze's reason.
+	Error string
 }
 
 // QueueSettings tune one queue a Runner serves.
@@ -161,6 +181,15 @@ func NewRunner(rdb redis.UniversalClient, cfg RunnerConfig) *Runner {
 	}
 	wc := worker.Config{Concurrency: cfg.Concurrency, ShutdownTimeout: cfg.ShutdownTimeout, Logger: cfg.Logger,
 		ID: cfg.WorkerID, Engine: cfg.engine()}
+	if f := cfg.AfterAttempt; f != nil {
+		wc.AfterAttempt = func(j *job.Job, o queue.Outcome, s queue.Status) {
+			end := AttemptEnd{Job: j, Outcome: worker.OutcomeName(o.Kind), State: State(s), Error: o.Error}
+			if s == queue.StatusStale {
+				end.Outcome, end.State = "stale", ""
+			}
+			f(end)
+		}
+	}
 	for _, q := range cfg.Queues {
 		st := cfg.QueueSettings[q]
 		wc.Queues = append(wc.Queues, worker.Queue{Name: q, Weight: st.Weight, MaxConcurrency: st.MaxConcurrency})

@@ -39,19 +39,7 @@ const (
 )
 
 // outcomeOf names an engine outcome kind.
-func outcomeOf(k queue.OutcomeKind) Outcome {
-	switch k {
-	case queue.OutcomeSucceeded:
-		return Succeeded
-	case queue.OutcomeDead:
-		return Dead
-	case queue.OutcomeSnoozed:
-		return Snoozed
-	case queue.OutcomeCancelled:
-		return Cancelled
-	}
-	return Failed
-}
+func outcomeOf(k queue.OutcomeKind) Outcome { return Outcome(worker.OutcomeName(k)) }
 
 // ProgressReport is one Progress call a handler made.
 type ProgressReport struct {

@@ -119,6 +119,22 @@ func OutcomeOf(err error) (queue.OutcomeKind, time.Duration) {
 	return o.Kind, o.Delay
 }
 
+// OutcomeName names an outcome kind as people read it: "succeeded",
+// "failed", "dead", "snoozed" or "cancelled".
+func OutcomeName(k queue.OutcomeKind) string {
+	switch k {
+	case queue.OutcomeSucceeded:
+		return "succeeded"
+	case queue.OutcomeDead:
+		return "dead"
+	case queue.OutcomeSnoozed:
+		return "snoozed"
+	case queue.OutcomeCancelled:
+		return "cancelled"
+	}
+	return "failed"
+}
+
 // outcomeOf fills o from the error a handler returned.
 func outcomeOf(o *queue.Outcome, err error) {
 	o.Kind, o.Error = queue.OutcomeFailed, err.Error()

@@ -71,6 +71,11 @@ type Config struct {
 	// Prometheus finds every worker (GET /v1/workers/metrics-targets).
 	// Default "": none.
 	MetricsURL string
+	// AfterAttempt, when set, is called after each attempt's outcome was
+	// written, with the job as its handler saw it, the outcome and the
+	// state the job reached (StatusStale: refused, the lease was lost). It
+	// runs in the worker's outcome writer: keep it quick.
+	AfterAttempt func(j *job.Job, o queue.Outcome, s queue.Status)
 }
 
 func (c *Config) fill() {
@@ -680,8 +685,10 @@ func (w *Worker) complete(ctx context.Context) {
 // the jobs (at least once).
 func (w *Worker) write(ctx context.Context, batch []result) {
 	byQueue := map[string][]queue.Outcome{}
+	jobs := map[string][]*job.Job{}
 	for _, r := range batch {
 		byQueue[r.queue] = append(byQueue[r.queue], r.outcome)
+		jobs[r.queue] = append(jobs[r.queue], r.r.lease.Job)
 	}
 	for name, outs := range byQueue {
 		delay := 10 * time.Millisecond
@@ -690,6 +697,9 @@ func (w *Worker) write(ctx context.Context, batch []result) {
 			if err == nil {
 				for i, s := range st {
 					w.record(outs[i], s)
+					if w.cfg.AfterAttempt != nil {
+						w.cfg.AfterAttempt(jobs[name][i], outs[i], s)
+					}
 				}
 				break
 			}
