@@ -3,10 +3,12 @@ package sundial
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/pkg/history"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/schedule"
@@ -150,8 +152,9 @@ type Submitted struct {
 // Client submits and inspects jobs. It is safe for concurrent use; make one
 // and share it.
 type Client struct {
-	q  *queue.Client
-	mw []SubmitMiddleware
+	q       *queue.Client
+	mw      []SubmitMiddleware
+	history history.Reader // nil: none (WithHistory)
 }
 
 // SubmitMiddleware sees every job a Client submits before it is
@@ -166,9 +169,21 @@ func (c *Client) UseSubmit(mw ...SubmitMiddleware) { c.mw = append(c.mw, mw...) 
 
 // NewClient returns a Client over rdb, which may be any go-redis client:
 // *redis.Client, a Sentinel failover client or *redis.ClusterClient.
-func NewClient(rdb redis.UniversalClient) *Client {
-	return &Client{q: queue.New(rdb, queue.Options{})}
+func NewClient(rdb redis.UniversalClient, opts ...ClientOption) *Client {
+	c := &Client{q: queue.New(rdb, queue.Options{})}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
 }
+
+// ClientOption configures a Client (NewClient).
+type ClientOption func(*Client)
+
+// WithHistory makes Get fall back to the history store (MongoDB, written
+// by services/poller) for a job Redis no longer holds — pruned after its
+// retention — as GET /v1/jobs/{id} does: history.NewStore(db, …) is one.
+func WithHistory(h history.Reader) ClientOption { return func(c *Client) { c.history = h } }
 
 // Engine returns the pkg/queue client underneath, for what this package
 // does not cover (pausing queues, dead letters, throughput).
@@ -226,9 +241,19 @@ func (c *Client) SubmitMany(ctx context.Context, jobs []Job) ([]Submitted, error
 	return out, nil
 }
 
-// Get returns the job with id, or ErrNotFound.
+// Get returns the job with id, from Redis, or from the history store when
+// the Client has one (WithHistory) and Redis no longer holds the job; else
+// ErrNotFound.
 func (c *Client) Get(ctx context.Context, id string) (*Record, error) {
-	return c.q.Get(ctx, id)
+	j, err := c.q.Get(ctx, id)
+	if !errors.Is(err, ErrNotFound) || c.history == nil {
+		return j, err
+	}
+	j, err = c.history.Job(ctx, id)
+	if errors.Is(err, history.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	return j, err
 }
 
 // Cancel cancels the job with id and returns it as it is afterwards: a

@@ -10,7 +10,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sundialhq/sundial"
+	"github.com/sundialhq/sundial/internal/mongotest"
+	"github.com/sundialhq/sundial/pkg/history"
 	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 )
 
 func newClient(t *testing.T) (*sundial.Client, *redis.Client) {
@@ -288,5 +291,51 @@ func TestSubscribeResumes(t *testing.T) {
 			t.Fatalf("job subscription yielded %+v", ev)
 		}
 		break
+	}
+}
+
+// TestGetFallsBackToTheHistory: a job Redis no longer holds (pruned after
+// its retention) is read from the history store by a Client made
+// WithHistory, as GET /v1/jobs/{id} does; without one it is ErrNotFound.
+func TestGetFallsBackToTheHistory(t *testing.T) {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	_, db := mongotest.Client(t)
+	store := history.NewStore(db, history.StoreOptions{})
+	if err := store.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := sundial.NewClient(rdb, sundial.WithHistory(store))
+	sub, err := c.Submit(ctx, sundial.Job{Type: "archive", Queue: "histfallback"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Cancel(ctx, sub.Job.ID); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- history.NewWriter(c.Engine(), store, history.WriterConfig{DiscoverInterval: 50 * time.Millisecond}).Run(wctx)
+	}()
+	queuetest.Eventually(t, 20*time.Second, "the cancel recorded in the history", func() bool {
+		j, err := store.Job(ctx, sub.Job.ID)
+		return err == nil && j.State == sundial.Cancelled
+	})
+	stop()
+	<-done
+	// Pruned from Redis.
+	if err := rdb.Del(ctx, "sundial:job:{histfallback}:"+sub.Job.ID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	j, err := c.Get(ctx, sub.Job.ID)
+	if err != nil || j.State != sundial.Cancelled || j.Type != "archive" {
+		t.Fatalf("Get with history = %+v, %v", j, err)
+	}
+	if _, err := sundial.NewClient(rdb).Get(ctx, sub.Job.ID); !errors.Is(err, sundial.ErrNotFound) {
+		t.Fatalf("Get without history = %v, want ErrNotFound", err)
+	}
+	if _, err := c.Get(ctx, "01M8G0000000000000000000ZZ"); !errors.Is(err, sundial.ErrNotFound) {
+		t.Fatalf("Get of an unknown id with history = %v, want ErrNotFound", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/internal/mongotest"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 )
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) {
 	// The examples' Runners log to slog's default logger; their logs are
 	// not part of what the examples print.
 	slog.SetDefault(slog.New(slog.DiscardHandler))
-	code := m.Run()
+	code := mongotest.Run(m) // starts PostgreSQL + FerretDB only if a test asks
 	waitForWorkers(s.Addr())
 	stop()
 	os.Exit(code)
