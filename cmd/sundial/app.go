@@ -56,8 +56,9 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"schedules", "list|get|put|delete|enable|disable|trigger|info", "manage recurring schedules", runSchedules},
-		{"queues", "", "show every queue's counts", runQueues},
-		{"jobs", "submit|get|cancel|retry", "submit and inspect jobs", runJobs},
+		{"queues", "[QUEUE] | pause|resume|forget QUEUE", "show queues' counts; pause, resume or forget one", runQueues},
+		{"jobs", "submit|get|list|wait|cancel|retry|bulk", "submit, inspect, wait for and act on jobs", runJobs},
+		{"workers", "", "the live workers", runWorkers},
 		{"dead", "list|retry|purge QUEUE", "dead letters of a queue", runDead},
 		{"limits", "list QUEUE | set|delete QUEUE NAME", "concurrency and rate limits of a queue", runLimits},
 		{"storage", "", "the storage format Redis holds and the processes that read it", runStorage},

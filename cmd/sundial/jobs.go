@@ -13,7 +13,7 @@ import (
 // runJobs handles "sundial jobs SUBCOMMAND".
 func runJobs(ctx context.Context, a *app, args []string) error {
 	if len(args) == 0 {
-		return usagef("jobs: give a subcommand: submit, get, cancel or retry")
+		return usagef("jobs: give a subcommand: submit, get, list, wait, cancel, retry or bulk")
 	}
 	sub, args := args[0], args[1:]
 	switch sub {
@@ -25,6 +25,12 @@ func runJobs(ctx context.Context, a *app, args []string) error {
 		return jobOne(ctx, a, args, "cancel", "POST", "/cancel")
 	case "retry":
 		return jobOne(ctx, a, args, "retry", "POST", "/retry")
+	case "list":
+		return jobsList(ctx, a, args)
+	case "wait":
+		return jobsWait(ctx, a, args)
+	case "bulk":
+		return jobsBulk(ctx, a, args)
 	}
 	return usagef("jobs: unknown subcommand %q", sub)
 }

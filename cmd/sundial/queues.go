@@ -8,12 +8,16 @@ import (
 	"strings"
 )
 
-// runQueues handles "sundial queues [QUEUE]".
+// runQueues handles "sundial queues [QUEUE]" and "sundial queues
+// pause|resume|forget QUEUE".
 func runQueues(ctx context.Context, a *app, args []string) error {
 	fs := a.flags("queues")
 	pos, err := parse(fs, args, false)
 	if err != nil {
 		return err
+	}
+	if len(pos) == 2 && (pos[0] == "pause" || pos[0] == "resume" || pos[0] == "forget") {
+		return queueAction(ctx, a, pos[0], pos[1])
 	}
 	var queues []queueView
 	var raw []byte
@@ -29,7 +33,7 @@ func runQueues(ctx context.Context, a *app, args []string) error {
 		_, raw, err = a.client().do(ctx, "GET", "/v1/queues/"+url.PathEscape(pos[0]), nil, &q)
 		queues = []queueView{q}
 	default:
-		return usagef("queues takes at most one argument: a queue name")
+		return usagef("queues takes a queue name, or pause, resume or forget and a queue name")
 	}
 	if err != nil || a.opts.json {
 		return jsonOr(a, raw, err)

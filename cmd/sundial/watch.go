@@ -57,39 +57,15 @@ func runWatch(ctx context.Context, a *app, args []string) error {
 	if len(pos) > 0 {
 		return usagef("watch takes flags only, not %q", pos[0])
 	}
-	u, err := url.Parse(strings.TrimRight(a.opts.url, "/") + "/v1/stream")
-	if err != nil {
-		return usagef("bad API URL %q: %v", a.opts.url, err)
-	}
-	switch u.Scheme {
-	case "http":
-		u.Scheme = "ws"
-	case "https":
-		u.Scheme = "wss"
-	}
 	q := url.Values{}
 	for name, vals := range map[string]listFlag{"queue": queues, "type": types, "job": jobs} {
 		for _, v := range vals {
 			q.Add(name, v)
 		}
 	}
-	u.RawQuery = q.Encode()
-	hdr := http.Header{}
-	if a.opts.apiKey != "" {
-		hdr.Set("Authorization", "Bearer "+a.opts.apiKey)
-	}
-	dial := func() (*websocket.Conn, error) {
-		dialCtx, cancel := context.WithTimeout(ctx, a.opts.timeout)
-		defer cancel()
-		conn, res, err := websocket.Dial(dialCtx, u.String(), &websocket.DialOptions{HTTPHeader: hdr})
-		if err != nil {
-			if res != nil && res.StatusCode >= 400 {
-				return nil, &apiError{Status: res.StatusCode, Code: "http_error", Message: "the stream refused the connection: " + res.Status}
-			}
-			return nil, fmt.Errorf("cannot reach the stream at %s: %v", u.Redacted(), err)
-		}
-		conn.SetReadLimit(16 << 20)
-		return conn, nil
+	dial, err := a.streamDialer(ctx, q)
+	if err != nil {
+		return err
 	}
 	conn, err := dial()
 	if err != nil {
@@ -203,4 +179,37 @@ func statsLine(data []byte) string {
 		fmt.Fprintf(&b, "  %s: queued=%d active=%d dead=%d", q.Name, q.Queued.High+q.Queued.Normal+q.Queued.Low, q.Active, q.Dead)
 	}
 	return b.String()
+}
+
+// streamDialer returns a function that opens the API's live stream
+// (/v1/stream) with query q, within the request timeout.
+func (a *app) streamDialer(ctx context.Context, q url.Values) (func() (*websocket.Conn, error), error) {
+	u, err := url.Parse(strings.TrimRight(a.opts.url, "/") + "/v1/stream")
+	if err != nil {
+		return nil, usagef("bad API URL %q: %v", a.opts.url, err)
+	}
+	switch u.Scheme {
+	case "http":
+		u.Scheme = "ws"
+	case "https":
+		u.Scheme = "wss"
+	}
+	u.RawQuery = q.Encode()
+	hdr := http.Header{}
+	if a.opts.apiKey != "" {
+		hdr.Set("Authorization", "Bearer "+a.opts.apiKey)
+	}
+	return func() (*websocket.Conn, error) {
+		dialCtx, cancel := context.WithTimeout(ctx, a.opts.timeout)
+		defer cancel()
+		conn, res, err := websocket.Dial(dialCtx, u.String(), &websocket.DialOptions{HTTPHeader: hdr})
+		if err != nil {
+			if res != nil && res.StatusCode >= 400 {
+				return nil, &apiError{Status: res.StatusCode, Code: "http_error", Message: "the stream refused the connection: " + res.Status}
+			}
+			return nil, fmt.Errorf("cannot reach the stream at %s: %v", u.Redacted(), err)
+		}
+		conn.SetReadLimit(16 << 20)
+		return conn, nil
+	}, nil
 }
