@@ -358,3 +358,14 @@ func (c *Client) Wait(ctx context.Context, id string) (*Record, error) {
 		}
 	}
 }
+
+// Uniqueness is how a queue's idempotency keys make submits unique: for a
+// window after the first submit (24 h by default), or only while the first
+// job has not ended (UntilFinished).
+type Uniqueness = queue.Uniqueness
+
+// SetUniqueness sets queue's uniqueness rules, from the next submit on, in
+// every process (a zero value restores the defaults).
+func (c *Client) SetUniqueness(ctx context.Context, queue string, u Uniqueness) error {
+	return c.q.SetUniqueness(ctx, queue, u)
+}

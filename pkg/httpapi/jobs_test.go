@@ -357,3 +357,32 @@ func TestSubmitTakesTheTypeDefaults(t *testing.T) {
 		t.Fatalf("job of a type without defaults = %+v", plain)
 	}
 }
+
+// TestQueueUniquenessRoute: PUT and GET a queue's uniqueness rules; a bad
+// window is 400 with nothing changed; until_finished frees a key once its
+// job ended.
+func TestQueueUniquenessRoute(t *testing.T) {
+	a := start(t)
+	var u uniquenessBody
+	a.do("GET", "/v1/queues/uq/uniqueness", nil).decode(t, http.StatusOK, &u)
+	if u.WindowSeconds != 86400 || u.UntilFinished {
+		t.Fatalf("defaults = %+v", u)
+	}
+	a.do("PUT", "/v1/queues/uq/uniqueness", map[string]any{"window_seconds": 0.5}).wantError(t, http.StatusBadRequest, codeInvalidArgument, "window_seconds")
+	a.do("PUT", "/v1/queues/uq/uniqueness", map[string]any{"window_seconds": 8000000}).wantError(t, http.StatusBadRequest, codeInvalidArgument, "window_seconds")
+	a.do("PUT", "/v1/queues/uq/uniqueness", map[string]any{"window_seconds": 600, "until_finished": true}).decode(t, http.StatusOK, &u)
+	if u.WindowSeconds != 600 || !u.UntilFinished {
+		t.Fatalf("after PUT = %+v", u)
+	}
+	first := a.submit(t, map[string]any{"type": "sync", "queue": "uq", "idempotency_key": "k"})
+	var dup job.Job
+	a.do("POST", "/v1/jobs", map[string]any{"type": "sync", "queue": "uq", "idempotency_key": "k"}).decode(t, http.StatusOK, &dup)
+	if dup.ID != first.ID {
+		t.Fatalf("duplicate = %s, want %s", dup.ID, first.ID)
+	}
+	a.do("POST", "/v1/jobs/"+first.ID+"/cancel", nil).decode(t, http.StatusOK, nil)
+	again := a.submit(t, map[string]any{"type": "sync", "queue": "uq", "idempotency_key": "k"})
+	if again.ID == first.ID {
+		t.Fatal("the key of a cancelled job still named it with until_finished")
+	}
+}

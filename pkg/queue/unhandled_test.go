@@ -198,3 +198,52 @@ func TestHandlerOutcomes(t *testing.T) {
 	}
 	wantState(t, e.get(t, jobs[0].ID), job.Dead)
 }
+
+// TestUniquenessByWindowAndUntilFinished: a queue's idempotency window is
+// its own, and "until finished" frees a key once its job ended while a
+// running or queued job still blocks a second one.
+func TestUniquenessByWindowAndUntilFinished(t *testing.T) {
+	e := newEnv(t)
+	key := job.Spec{Type: "sync", IdempotencyKey: "account-7"}
+	if err := e.q.SetUniqueness(e.ctx, "default", queue.Uniqueness{Window: time.Hour, UntilFinished: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.q.SetUniqueness(e.ctx, "default", queue.Uniqueness{Window: time.Millisecond}); err == nil {
+		t.Fatal("a 1 ms window accepted")
+	}
+	u, err := e.q.GetUniqueness(e.ctx, "default")
+	if err != nil || u.Window != time.Hour || !u.UntilFinished {
+		t.Fatalf("uniqueness %+v %v", u, err)
+	}
+	first := e.submit(t, key)[0]
+	res, err := e.q.Submit(e.ctx, []*job.Job{e.build(t, key)})
+	if err != nil || !res[0].Duplicate || res[0].Job.ID != first.ID {
+		t.Fatalf("second submit while the first is queued: %+v %v", res, err)
+	}
+	ls := e.claim(t, "default", 1)
+	res, _ = e.q.Submit(e.ctx, []*job.Job{e.build(t, key)})
+	if !res[0].Duplicate {
+		t.Fatal("a submit while the first runs was not a duplicate")
+	}
+	e.complete(t, "default", queue.Outcome{ID: ls[0].Job.ID, Token: ls[0].Token, Kind: queue.OutcomeSucceeded, WorkerID: "w1"})
+	res, _ = e.q.Submit(e.ctx, []*job.Job{e.build(t, key)})
+	if res[0].Duplicate || res[0].Job.ID == first.ID {
+		t.Fatalf("a submit after the first finished was a duplicate: %+v", res[0])
+	}
+	ttl, _ := e.q.Redis().PTTL(e.ctx, "sundial:{default}:idem:account-7").Result()
+	if ttl <= 59*time.Minute || ttl > time.Hour {
+		t.Fatalf("key ttl %v, want the queue's 1 h window", ttl)
+	}
+	// Without "until finished" an ended job still names the key.
+	if err := e.q.SetUniqueness(e.ctx, "default", queue.Uniqueness{}); err != nil {
+		t.Fatal(err)
+	}
+	second := res[0].Job
+	if _, err := e.q.Cancel(e.ctx, second.ID); err != nil {
+		t.Fatal(err)
+	}
+	res, _ = e.q.Submit(e.ctx, []*job.Job{e.build(t, key)})
+	if !res[0].Duplicate || res[0].Job.ID != second.ID {
+		t.Fatalf("with the default rules a cancelled job's key was freed: %+v", res[0])
+	}
+}

@@ -43,6 +43,19 @@ if guard_key ~= '' then
 end
 -- A forgotten queue (forget.lua) takes a job only once registered again.
 if not dry_run and redis.call('EXISTS', QK .. 'forgotten') == 1 then return {'forgotten'} end
+-- The queue's uniqueness (uniqueness.go): how long an idempotency key
+-- names its job (its window, else ARGV[7]), and whether only until the
+-- job ends ('until' = 'finished'). Read once, by the first job that has
+-- a key.
+local uniq = nil
+local function uniqueness()
+  if uniq == nil then
+    local r = redis.call('HMGET', QK .. 'uniqueness', 'window', 'until')
+    uniq = {ttl = r[1] or idem_ttl, finished = r[2] == 'finished'}
+  end
+  return uniq
+end
+local FINAL = {succeeded = true, dead = true, cancelled = true}
 local jobs = {}     -- job i's fields and phase 1's findings (phase 1 only)
 local alias = {}   -- batch id → effective id (itself, or the job a duplicate names)
 local idem_seen = {}
@@ -82,9 +95,13 @@ for i = 1, checks and n or 0 do
   jobs[i] = j
   if j.idem ~= '' then
     local existing = idem_seen[j.idem] or redis.call('GET', QK .. 'idem:' .. j.idem)
-    if existing and (idem_seen[j.idem] or redis.call('EXISTS', JOB .. existing) == 1) then
-      j.dup = existing
+    if existing and not idem_seen[j.idem] then
+      -- A key names its job while the hash exists, and with 'until
+      -- finished' only while the job has not ended.
+      local st = redis.call('HGET', JOB .. existing, 'state')
+      if not st or (FINAL[st] and uniqueness().finished) then existing = nil end
     end
+    if existing then j.dup = existing end
   end
   alias[j.id] = j.dup or j.id
   if not j.dup then
@@ -183,7 +200,7 @@ for i = 1, n do
         unpack(opt))
     end
     if idem ~= '' then
-      redis.call('SET', QK .. 'idem:' .. idem, id, 'PX', idem_ttl)
+      redis.call('SET', QK .. 'idem:' .. idem, id, 'PX', uniqueness().ttl)
     end
     if state == 'waiting' then
       redis.call('ZADD', K_WAIT, created_at, id)
