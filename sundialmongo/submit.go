@@ -12,7 +12,6 @@ import (
 
 	"github.com/sundialhq/sundial"
 	"github.com/sundialhq/sundial/internal/outbox"
-	"github.com/sundialhq/sundial/pkg/job"
 )
 
 // Collection is the outbox collection's name.
@@ -34,13 +33,13 @@ type document struct {
 	CreatedAt time.Time `bson:"created_at"`
 }
 
-// SubmitTx writes jobs into db's outbox within the transaction of ctx's
+// SubmitTx writes jobs (sundial.Job values or typed jobs) into db's outbox within the transaction of ctx's
 // session (the callback context of mongo.Session.WithTransaction) and
 // returns their job ids, in order. Nothing reaches Redis until the
 // transaction commits; then the relay submits each job exactly once, with
 // the id returned here. A validation error is a *job.FieldError. Jobs may
 // not set IdempotencyKey or DependsOn (see docs/outbox.md).
-func SubmitTx(ctx context.Context, db *mongo.Database, jobs ...sundial.Job) ([]string, error) {
+func SubmitTx(ctx context.Context, db *mongo.Database, jobs ...sundial.Args) ([]string, error) {
 	if s := mongo.SessionFromContext(ctx); s == nil || !s.TransactionRunning() {
 		return nil, ErrNoTransaction
 	}
@@ -48,20 +47,12 @@ func SubmitTx(ctx context.Context, db *mongo.Database, jobs ...sundial.Job) ([]s
 }
 
 // insert writes the outbox documents of jobs with ctx's session, if any.
-func insert(ctx context.Context, db *mongo.Database, jobs []sundial.Job) ([]string, error) {
+func insert(ctx context.Context, db *mongo.Database, jobs []sundial.Args) ([]string, error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	specs := make([]job.Spec, len(jobs))
-	for i, j := range jobs {
-		s, err := j.Spec()
-		if err != nil {
-			return nil, err
-		}
-		specs[i] = s
-	}
 	now := time.Now()
-	built, err := outbox.Prepare(now, specs)
+	built, err := outbox.Prepare(jobs, sundial.Build)
 	if err != nil {
 		return nil, err
 	}

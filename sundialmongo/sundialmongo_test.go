@@ -43,7 +43,7 @@ func setup(t *testing.T) *env {
 	return &env{ctx: ctx, db: db, redis: srv, q: queue.New(srv.Client(), queue.Options{})}
 }
 
-func (e *env) insert(t testing.TB, jobs ...sundial.Job) []string {
+func (e *env) insert(t testing.TB, jobs ...sundial.Args) []string {
 	t.Helper()
 	ids, err := sundialmongo.InsertNoTx(e.ctx, e.db, jobs)
 	if err != nil {
@@ -131,7 +131,7 @@ func TestRelay(t *testing.T) {
 	}
 	var more []string
 	for i := range 30 {
-		jobs := make([]sundial.Job, 10)
+		jobs := make([]sundial.Args, 10)
 		for k := range jobs {
 			jobs[k] = sundial.Job{Type: "c", Payload: i*10 + k}
 		}

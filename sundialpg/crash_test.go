@@ -29,7 +29,7 @@ func (e *env) commitMany(t *testing.T, typ string, n int) []string {
 	t.Helper()
 	var ids []string
 	for i := 0; i < n; i += 10 {
-		jobs := make([]sundial.Job, min(10, n-i))
+		jobs := make([]sundial.Args, min(10, n-i))
 		for k := range jobs {
 			jobs[k] = sundial.Job{Type: typ, Payload: i + k}
 		}
@@ -104,7 +104,7 @@ func TestPollerKilledUnderLoad(t *testing.T) {
 	go func() {
 		var ids []string
 		for i := range 200 {
-			jobs := make([]sundial.Job, 10)
+			jobs := make([]sundial.Args, 10)
 			for k := range jobs {
 				jobs[k] = sundial.Job{Type: "load", Payload: i*10 + k}
 			}

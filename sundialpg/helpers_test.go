@@ -52,7 +52,7 @@ func setup(t *testing.T) *env {
 }
 
 // commit runs SubmitTx of jobs in one transaction and commits it.
-func (e *env) commit(t testing.TB, jobs ...sundial.Job) []string {
+func (e *env) commit(t testing.TB, jobs ...sundial.Args) []string {
 	t.Helper()
 	var ids []string
 	err := pgx.BeginFunc(e.ctx, e.pool, func(tx pgx.Tx) error {

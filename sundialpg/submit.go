@@ -6,27 +6,25 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sundialhq/sundial"
 	"github.com/sundialhq/sundial/internal/outbox"
-	"github.com/sundialhq/sundial/pkg/job"
 )
 
 // rowsPerInsert bounds one INSERT (3 parameters a row, 65,535 at most).
 const rowsPerInsert = 1000
 
-// SubmitTx writes jobs into the outbox inside tx and returns their job
-// ids, in order. Nothing reaches Redis until tx commits; then the relay
+// SubmitTx writes jobs (sundial.Job values or typed jobs) into the outbox
+// inside tx and returns their job ids, in order. Nothing reaches Redis until tx commits; then the relay
 // submits each job exactly once, with the id returned here (Client.Get
 // and Client.Wait find it once relayed; before that they answer
 // ErrNotFound). A validation error is a *job.FieldError, as
 // Client.SubmitMany's. Jobs may not set IdempotencyKey or DependsOn (see
 // docs/outbox.md).
-func SubmitTx(ctx context.Context, tx pgx.Tx, jobs ...sundial.Job) ([]string, error) {
+func SubmitTx(ctx context.Context, tx pgx.Tx, jobs ...sundial.Args) ([]string, error) {
 	return submit(ctx, func(ctx context.Context, q string, args ...any) error {
 		_, err := tx.Exec(ctx, q, args...)
 		return err
@@ -35,26 +33,18 @@ func SubmitTx(ctx context.Context, tx pgx.Tx, jobs ...sundial.Job) ([]string, er
 
 // SubmitSQLTx is SubmitTx for a database/sql transaction, whatever the
 // PostgreSQL driver (pgx's stdlib, lib/pq).
-func SubmitSQLTx(ctx context.Context, tx *sql.Tx, jobs ...sundial.Job) ([]string, error) {
+func SubmitSQLTx(ctx context.Context, tx *sql.Tx, jobs ...sundial.Args) ([]string, error) {
 	return submit(ctx, func(ctx context.Context, q string, args ...any) error {
 		_, err := tx.ExecContext(ctx, q, args...)
 		return err
 	}, jobs)
 }
 
-func submit(ctx context.Context, exec func(ctx context.Context, q string, args ...any) error, jobs []sundial.Job) ([]string, error) {
+func submit(ctx context.Context, exec func(ctx context.Context, q string, args ...any) error, jobs []sundial.Args) ([]string, error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	specs := make([]job.Spec, len(jobs))
-	for i, j := range jobs {
-		s, err := j.Spec()
-		if err != nil {
-			return nil, err
-		}
-		specs[i] = s
-	}
-	built, err := outbox.Prepare(time.Now(), specs)
+	built, err := outbox.Prepare(jobs, sundial.Build)
 	if err != nil {
 		return nil, err
 	}

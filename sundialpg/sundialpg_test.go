@@ -82,7 +82,14 @@ func TestRollbackNoJobCommitOneJob(t *testing.T) {
 	}
 }
 
-// database/sql (pgx's stdlib driver) works the same.
+// welcome is a typed job (sundial.Args).
+type welcome struct {
+	To string `json:"to"`
+}
+
+func (welcome) Kind() string { return "welcome" }
+
+// database/sql (pgx's stdlib driver) works the same, and typed jobs too.
 func TestSubmitSQLTx(t *testing.T) {
 	e := setup(t)
 	db, err := sql.Open("pgx", e.url)
@@ -94,7 +101,7 @@ func TestSubmitSQLTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, err := sundialpg.SubmitSQLTx(e.ctx, tx, sundial.Job{Type: "a"}, sundial.Job{Type: "b"})
+	ids, err := sundialpg.SubmitSQLTx(e.ctx, tx, sundial.Job{Type: "a"}, welcome{To: "ada@example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,19 +115,22 @@ func TestSubmitSQLTx(t *testing.T) {
 	if got := e.submitted(t, "default"); strings.Join(got, ",") != strings.Join(ids, ",") {
 		t.Errorf("submitted %v, want %v in order", got, ids)
 	}
+	if j, err := e.q.Get(e.ctx, ids[1]); err != nil || j.Type != "welcome" || string(j.Payload) != `{"to":"ada@example.com"}` {
+		t.Errorf("typed job = %+v, %v", j, err)
+	}
 }
 
 // What SubmitTx refuses, it refuses before writing, naming the field.
 func TestSubmitTxValidation(t *testing.T) {
 	e := setup(t)
 	for _, tc := range []struct {
-		jobs  []sundial.Job
+		jobs  []sundial.Args
 		field string
 	}{
-		{[]sundial.Job{{}}, "type"},
-		{[]sundial.Job{{Type: "a", IdempotencyKey: "k"}}, "idempotency_key"},
-		{[]sundial.Job{{Type: "a"}, {Type: "b", DependsOn: []string{"#0"}}}, "jobs[1].depends_on"},
-		{[]sundial.Job{{Type: "a", Queue: "Bad Queue"}}, "queue"},
+		{[]sundial.Args{sundial.Job{}}, "type"},
+		{[]sundial.Args{sundial.Job{Type: "a", IdempotencyKey: "k"}}, "idempotency_key"},
+		{[]sundial.Args{sundial.Job{Type: "a"}, sundial.Job{Type: "b", DependsOn: []string{"#0"}}}, "jobs[1].depends_on"},
+		{[]sundial.Args{sundial.Job{Type: "a", Queue: "Bad Queue"}}, "queue"},
 	} {
 		err := pgx.BeginFunc(e.ctx, e.pool, func(tx pgx.Tx) error {
 			_, err := sundialpg.SubmitTx(e.ctx, tx, tc.jobs...)
@@ -213,7 +223,7 @@ func TestTwoRelaysAtOnce(t *testing.T) {
 		})
 	}
 	for i := range 100 {
-		jobs := make([]sundial.Job, 20)
+		jobs := make([]sundial.Args, 20)
 		for k := range jobs {
 			jobs[k] = sundial.Job{Type: "t", Payload: i*100 + k}
 		}
@@ -257,7 +267,7 @@ func TestManyProducers(t *testing.T) {
 	for p := range producers {
 		wg.Go(func() {
 			for n := 0; n < perProducer; n += perTx {
-				jobs := make([]sundial.Job, perTx)
+				jobs := make([]sundial.Args, perTx)
 				for k := range jobs {
 					jobs[k] = sundial.Job{Type: "t", Queue: fmt.Sprintf("q%d", p%queues), Payload: payload([2]int{p, n + k})}
 				}

@@ -51,7 +51,7 @@ func TestOutboxThroughput(t *testing.T) {
 				wg.Go(func() {
 					step := max(mode.perTx, 1)
 					for n := 0; n < per; n += step {
-						jobs := make([]sundial.Job, min(step, per-n))
+						jobs := make([]sundial.Args, min(step, per-n))
 						for k := range jobs {
 							jobs[k] = sundial.Job{Type: "bench", Payload: n + k}
 						}

@@ -55,32 +55,33 @@ type Store interface {
 	Listen(ctx context.Context) <-chan struct{}
 }
 
-// Prepare validates specs and returns the jobs SubmitTx writes: built at
-// now, with ids, and with the idempotency key that makes the relay's
-// submit exactly once. A spec may not carry its own idempotency key (the
-// transaction is what makes the submit happen once) nor depend on other
-// jobs (a dependency that ended or was pruned before the row is relayed
-// would leave a row Redis refuses for ever).
-func Prepare(now time.Time, specs []job.Spec) ([]*job.Job, error) {
-	out := make([]*job.Job, len(specs))
-	for i := range specs {
-		s := &specs[i]
-		var err error
+// Prepare builds the jobs SubmitTx writes, each with build (which
+// validates it and gives it an id: sundial.Build), and gives each the
+// idempotency key that makes the relay's submit exactly once. A job may not
+// carry its own idempotency key (the transaction is what makes the submit
+// happen once) nor depend on other jobs (a dependency that ended or was
+// pruned before the row is relayed would leave a row Redis refuses for
+// ever). Errors are *job.FieldError, "jobs[i]."-prefixed when there are
+// several jobs.
+func Prepare[A any](args []A, build func(A) (*job.Job, error)) ([]*job.Job, error) {
+	out := make([]*job.Job, len(args))
+	for i, a := range args {
+		j, err := build(a)
 		switch {
-		case s.IdempotencyKey != "":
+		case err != nil:
+		case j.IdempotencyKey != "":
 			err = &job.FieldError{Field: "idempotency_key", Message: "idempotency_key cannot be set on an outbox job: its id is its key, and the transaction makes it happen once"}
-		case len(s.DependsOn) > 0:
+		case len(j.DependsOn) > 0:
 			err = &job.FieldError{Field: "depends_on", Message: "depends_on cannot be set on an outbox job"}
-		default:
-			out[i], err = s.Build(now)
 		}
 		if err != nil {
-			if fe, ok := err.(*job.FieldError); ok && len(specs) > 1 {
+			if fe, ok := err.(*job.FieldError); ok && len(args) > 1 {
 				return nil, fe.Prefix(fmt.Sprintf("jobs[%d]", i))
 			}
 			return nil, err
 		}
-		out[i].IdempotencyKey = KeyPrefix + out[i].ID
+		j.IdempotencyKey = KeyPrefix + j.ID
+		out[i] = j
 	}
 	return out, nil
 }
