@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -345,12 +344,17 @@ func (g *schemaGen) fields(t reflect.Type, name string, props map[string]any, re
 	for _, et := range embedded {
 		inner, innerRequired := map[string]any{}, []string{}
 		g.fields(et, name, inner, &innerRequired)
+		fresh := map[string]bool{}
 		for prop, s := range inner {
 			if _, ok := props[prop]; !ok {
 				props[prop] = s
-				if slices.Contains(innerRequired, prop) {
-					*required = append(*required, prop)
-				}
+				fresh[prop] = true
+			}
+		}
+		// In declaration order, not the map's: the document is a golden file.
+		for _, prop := range innerRequired {
+			if fresh[prop] {
+				*required = append(*required, prop)
 			}
 		}
 	}
