@@ -1,7 +1,9 @@
 // Command poller keeps time for Sundial: it promotes due jobs, reclaims
 // expired leases and prunes ended jobs, for every known queue, and fires
 // recurring schedules (one poller leads; the others stand by), and writes
-// every job event to the MongoDB history (SUNDIAL_HISTORY=on). It serves
+// every job event to the MongoDB history (SUNDIAL_HISTORY=on), and relays
+// the transactional outboxes of sundialpg and sundialmongo to Redis
+// (SUNDIAL_OUTBOX_POSTGRES_URL, SUNDIAL_OUTBOX_MONGO_URI). It serves
 // /metrics, /healthz and /readyz on SUNDIAL_METRICS_ADDR (auto: the first
 // free port from 127.0.0.1:9091).
 package main
