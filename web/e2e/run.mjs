@@ -202,6 +202,21 @@ async function flows(page) {
 
   await limitsFlow(page);
 
+  await step("a job whose type no worker handles says why it waits, and the queue counts it", async () => {
+    const j = await stack.api("POST", "/v1/jobs", { queue: "e2e", type: "e2e.nobody.handles" });
+    const behind = await stack.api("POST", "/v1/jobs", { queue: "e2e", type: "sundial.echo" });
+    await waitFor("the job behind it to succeed", async () => (await stack.api("GET", `/v1/jobs/${behind.id}`)).state === "succeeded", { timeoutMs: 20_000 });
+    await waitFor("held_back no_handler", async () => (await stack.api("GET", `/v1/jobs/${j.id}`)).held_back?.reason === "no_handler", { timeoutMs: 10_000 });
+    await page.goto(base + `/jobs/${j.id}`);
+    const why = page.getByTestId("job-held-back");
+    await why.getByText("handles type \"e2e.nobody.handles\"", { exact: false }).waitFor();
+    check((await why.getAttribute("data-reason")) === "no_handler", "reason");
+    await page.goto(base + "/queues");
+    const card = page.locator('[data-queue="e2e"]');
+    await waitFor("unhandled > 0 in the queue's counts", async () => Number(await card.getByTestId("queue-unhandled").textContent()) > 0, { timeoutMs: 10_000 });
+    await stack.api("POST", `/v1/jobs/${j.id}/cancel`);
+  });
+
   await step("every page has a URL: a filtered job list survives a reload", async () => {
     await page.goto(base + "/jobs?queue=e2e&state=succeeded");
     await page.locator("[data-job]").first().waitFor({ timeout: 20_000 });

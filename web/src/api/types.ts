@@ -33,6 +33,8 @@ export interface Job {
   traceparent?: string;
   /** The limit a queued job waits for (docs/flow-control.md). */
   throttled_by?: string;
+  /** Why a job that has not ended does not run now (absent: nothing holds it). */
+  held_back?: { reason: "dependencies" | "scheduled" | "limit" | "no_handler" | "paused"; message: string };
 }
 
 export interface JobPage {
@@ -63,6 +65,8 @@ export interface QueueStats {
   processed_per_second: number;
   /** Queued jobs a limit holds back (not counted in queued). */
   throttled?: number;
+  /** Queued jobs waiting for a worker that handles their type (not counted in queued). */
+  unhandled?: number;
   limits?: LimitStatus[];
 }
 

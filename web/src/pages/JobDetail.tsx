@@ -93,6 +93,12 @@ export function JobDetail({ id }: { id: string }) {
             <dt>type</dt><dd className="mono">{j.type}</dd>
             <dt>priority</dt><dd>{j.priority}</dd>
             {j.group ? (<><dt>group</dt><dd className="mono" data-testid="job-group">{j.group}</dd></>) : null}
+            {j.held_back && j.held_back.reason !== "limit" ? (
+              <>
+                <dt>why it waits</dt>
+                <dd data-testid="job-held-back" data-reason={j.held_back.reason}>{j.held_back.message}</dd>
+              </>
+            ) : null}
             {j.throttled_by && state === "queued" ? (
               <>
                 <dt>held back</dt>

@@ -43,7 +43,8 @@ export function Queues() {
       </div>
       <p className="muted">
         A paused queue keeps accepting and promoting jobs, but no worker claims from it. A limit holds back
-        the jobs it has no room for (throttled) until a slot frees. Counts are live.
+        the jobs it has no room for (throttled) until a slot frees. A job whose type no worker of the queue handles
+        waits apart (no handler) and ends dead after the unhandled timeout. Counts are live.
       </p>
       <ErrorBanner error={fallback.error} />
       {queues.length === 0 ? (
@@ -63,6 +64,8 @@ export function Queues() {
                     <dd>{num(q.queued.high)} / {num(q.queued.normal)} / {num(q.queued.low)}</dd>
                     <dt>throttled by limits</dt>
                     <dd data-testid="queue-throttled">{q.throttled ? <strong className="warn-text">{num(q.throttled)}</strong> : "0"}</dd>
+                    <dt>waiting for a handler</dt>
+                    <dd data-testid="queue-unhandled">{q.unhandled ? <strong className="warn-text">{num(q.unhandled)}</strong> : "0"}</dd>
                     <dt>scheduled</dt><dd>{num(q.scheduled)}</dd>
                     <dt>active</dt><dd>{num(q.active)}</dd>
                     <dt>waiting on dependencies</dt><dd>{num(q.waiting)}</dd>
