@@ -166,7 +166,7 @@ func (c *Client) Bulk(ctx context.Context, queue string, r BulkRequest, progress
 	f := r.Filter
 	o := ListOptions{State: f.State, Type: f.Type, Limit: BulkChunk}
 	for {
-		jobs, next, err := c.List(ctx, queue, o)
+		jobs, next, read, err := c.list(ctx, queue, o)
 		if err != nil {
 			return res, err
 		}
@@ -185,7 +185,7 @@ func (c *Client) Bulk(ctx context.Context, queue string, r BulkRequest, progress
 			}
 			ids = append(ids, j.ID)
 		}
-		res.Scanned += len(jobs)
+		res.Scanned += read
 		res.Matched += len(ids)
 		if len(ids) > 0 {
 			if err := apply(ids); err != nil {

@@ -97,14 +97,20 @@ type source interface {
 // are read: a job claimed, promoted or retried between two pages may be
 // missed or shown twice, never shown in a state it has left.
 func (c *Client) List(ctx context.Context, queue string, o ListOptions) ([]*job.Job, string, error) {
+	jobs, next, _, err := c.list(ctx, queue, o)
+	return jobs, next, err
+}
+
+// list is List, and also says how many entries it read.
+func (c *Client) list(ctx context.Context, queue string, o ListOptions) ([]*job.Job, string, int, error) {
 	if !slices.Contains(ListStates, o.State) {
-		return nil, "", fmt.Errorf("%w: state %q is not a live state", ErrInvalidCursor, o.State)
+		return nil, "", 0, fmt.Errorf("%w: state %q is not a live state", ErrInvalidCursor, o.State)
 	}
 	lc := listCursor{State: string(o.State)}
 	if o.Cursor != "" {
 		var err error
 		if lc, err = decodeListCursor(o.Cursor, o.State); err != nil {
-			return nil, "", err
+			return nil, "", 0, err
 		}
 	}
 	k := c.keysFor(queue)
@@ -112,7 +118,7 @@ func (c *Client) List(ctx context.Context, queue string, o ListOptions) ([]*job.
 	src := c.sourceFor(k, o, lc)
 	filtered := o.Type != "" || o.Priority != ""
 	var out []*job.Job
-	scanned := 0
+	scanned, read := 0, 0
 	last := lc
 	for len(out) < limit && scanned < ListScanMax {
 		n := limit - len(out)
@@ -122,29 +128,66 @@ func (c *Client) List(ctx context.Context, queue string, o ListOptions) ([]*job.
 		n = min(n, ListScanMax-scanned)
 		batch, done, err := src.next(ctx, n)
 		if err != nil {
-			return nil, "", err
+			return nil, "", 0, err
 		}
+		read += len(batch)
 		scanned += max(len(batch), 1)
+		end := last // the cursor after the whole batch
+		if len(batch) > 0 {
+			end = batch[len(batch)-1].after
+		}
+		if filtered && len(batch) > 0 {
+			if batch, err = c.preFilter(ctx, k, o, batch); err != nil {
+				return nil, "", 0, err
+			}
+		}
 		jobs, err := c.readJobs(ctx, k, batch, o.State == job.Active)
 		if err != nil {
-			return nil, "", err
+			return nil, "", 0, err
 		}
-		used := 0
+		last = end
 		for i, j := range jobs {
-			last, used = batch[i].after, i+1
 			if j == nil || j.State != o.State || (o.Type != "" && j.Type != o.Type) || (o.Priority != "" && j.Priority != o.Priority) {
 				continue
 			}
 			out = append(out, j)
 			if len(out) == limit {
+				last = batch[i].after // the page is full: the next starts after this job
 				break
 			}
 		}
-		if done && used == len(batch) {
-			return out, "", nil
+		if done && last == end {
+			return out, "", read, nil
 		}
 	}
-	return out, last.encode(), nil
+	return out, last.encode(), read, nil
+}
+
+// preFilter keeps the entries of batch whose type and priority match o,
+// reading only those two fields of each job (a filter that matches few
+// jobs then reads few whole hashes).
+func (c *Client) preFilter(ctx context.Context, k *queueKeys, o ListOptions, batch []candidate) ([]candidate, error) {
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(batch))
+	for i, cd := range batch {
+		cmds[i] = pipe.HMGet(ctx, k.job(cd.id), "type", "priority")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return nil, err
+	}
+	keep := batch[:0:0]
+	for i, cd := range batch {
+		v := cmds[i].Val()
+		typ, _ := v[0].(string)
+		prio, _ := v[1].(string)
+		if prio == "" {
+			prio = string(job.Normal) // storage format 4 leaves the default out
+		}
+		if (o.Type == "" || typ == o.Type) && (o.Priority == "" || prio == string(o.Priority)) {
+			keep = append(keep, cd)
+		}
+	}
+	return keep, nil
 }
 
 // readJobs reads the hashes of the batch's jobs in one round trip (nil
