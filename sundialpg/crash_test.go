@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/sundialhq/sundial"
 	"github.com/sundialhq/sundial/internal/proctest"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
@@ -137,4 +139,47 @@ func get(t *testing.T, url string) string {
 		return res.StatusCode == http.StatusOK
 	})
 	return body
+}
+
+// A poller whose PostgreSQL database is not there yet keeps its other
+// duties, says so on /readyz, and starts relaying once the database is
+// there (it creates the table itself).
+func TestPollerWaitsForPostgres(t *testing.T) {
+	e := setup(t)
+	later := e.url + "_later"
+	metrics := proctest.FreeAddr(t)
+	vars := e.pollerEnv(metrics)
+	vars[len(vars)-1] = "SUNDIAL_OUTBOX_POSTGRES_URL=" + later
+	p := proctest.Start(t, proctest.Binary(t, "poller"), vars...)
+	queuetest.Eventually(t, 30*time.Second, "/readyz to name the outbox unavailable", func() bool {
+		res, err := http.Get("http://" + metrics + "/readyz")
+		if err != nil {
+			return false
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(b), `"outbox_postgres":"unavailable"`)
+	})
+	if _, err := e.pool.Exec(e.ctx, "CREATE DATABASE "+later[strings.LastIndex(later, "/")+1:]); err != nil {
+		t.Fatal(err)
+	}
+	laterEnv := &env{ctx: e.ctx, url: later, redis: e.redis, q: e.q}
+	pool, err := pgxpool.New(e.ctx, later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	laterEnv.pool = pool
+	queuetest.Eventually(t, 30*time.Second, "the poller to create the table", func() bool {
+		var ok bool
+		return pool.QueryRow(e.ctx, "SELECT to_regclass('sundial_outbox') IS NOT NULL").Scan(&ok) == nil && ok
+	})
+	ids := laterEnv.commitMany(t, "later", 5)
+	laterEnv.awaitRelayed(t, 30*time.Second)
+	laterEnv.exactlyOnce(t, "default", ids)
+	select {
+	case <-p.Done():
+		t.Fatalf("the poller exited:\n%s", p.Output())
+	default:
+	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -16,8 +18,11 @@ import (
 // (SUNDIAL_OUTBOX_POSTGRES_URL, SUNDIAL_OUTBOX_MONGO_URI), creates their
 // schema if missing, and returns their relays' Run functions, with their
 // metrics, readiness checks and lag details on ops; close releases the
-// connections. A database that cannot be reached, or a MongoDB without
-// transactions, stops the poller at startup.
+// connections. A PostgreSQL that cannot be reached does not stop the
+// poller (its other duties need only Redis): the relay creates the schema
+// and starts once it answers, and /readyz says unavailable until then. A
+// MongoDB that cannot be reached, or has no transactions, stops the poller
+// at startup.
 func startRelays(ctx context.Context, env *service.Env, q *queue.Client, ops *service.Ops) (runs []func(context.Context) error, close func(), err error) {
 	c := env.Config
 	var closers []func()
@@ -37,9 +42,6 @@ func startRelays(ctx context.Context, env *service.Env, q *queue.Client, ops *se
 			return nil, nil, fmt.Errorf("SUNDIAL_OUTBOX_POSTGRES_URL: %w", err)
 		}
 		closers = append(closers, pool.Close)
-		if err := sundialpg.Migrate(ctx, pool); err != nil {
-			return nil, nil, fmt.Errorf("SUNDIAL_OUTBOX_POSTGRES_URL: %w", err)
-		}
 		r := sundialpg.NewRelay(pool, q, sundialpg.RelayConfig{Logger: env.Log})
 		ops.Register(r.Collectors()...)
 		ops.Check("outbox_postgres", r.Ping)
@@ -47,7 +49,12 @@ func startRelays(ctx context.Context, env *service.Env, q *queue.Client, ops *se
 			d, err := r.Lag(ctx)
 			return d.Seconds(), err
 		})
-		runs = append(runs, r.Run)
+		runs = append(runs, func(ctx context.Context) error {
+			if !migrate(ctx, env.Log, pool) {
+				return nil
+			}
+			return r.Run(ctx)
+		})
 	}
 	if c.OutboxMongoURI != "" {
 		mc, err := sundialmongo.Connect(ctx, c.OutboxMongoURI)
@@ -69,4 +76,26 @@ func startRelays(ctx context.Context, env *service.Env, q *queue.Client, ops *se
 		runs = append(runs, r.Run)
 	}
 	return runs, closeAll, nil
+}
+
+// migrate runs sundialpg.Migrate until it succeeds (true) or ctx ends
+// (false), logging each failure.
+func migrate(ctx context.Context, log *slog.Logger, pool *pgxpool.Pool) bool {
+	delay := 500 * time.Millisecond
+	for {
+		err := sundialpg.Migrate(ctx, pool)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		log.Warn("outbox: cannot create the PostgreSQL schema; the relay waits", "err", err, "in", delay.String())
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
 }
