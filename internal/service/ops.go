@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sundialhq/sundial/internal/buildinfo"
 	"github.com/sundialhq/sundial/internal/deadline"
 )
 
@@ -37,7 +38,7 @@ type Detail func(ctx context.Context) (any, error)
 // NewOps returns an Ops serving the Go and process metrics plus cs.
 func NewOps(cs ...prometheus.Collector) *Ops {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	reg.MustRegister(cs...)
 	return &Ops{reg: reg, checks: map[string]Check{}, details: map[string]Detail{}}
 }
@@ -48,8 +49,8 @@ func (o *Ops) Register(cs ...prometheus.Collector) { o.reg.MustRegister(cs...) }
 // Check adds a named readiness check.
 func (o *Ops) Check(name string, c Check) { o.checks[name] = c }
 
-// Detail adds a named value to /readyz's "details" (omitted when it
-// fails).
+// Detail adds a named value to /readyz's "details", run beside the checks
+// under the same bound (omitted when it fails or does not answer in time).
 func (o *Ops) Detail(name string, d Detail) { o.details[name] = d }
 
 // Handler returns the endpoint's routes.
@@ -73,6 +74,21 @@ func (o *Ops) Handler() http.Handler {
 				mu.Unlock()
 			})
 		}
+		details := make(map[string]any, len(o.details))
+		for name, d := range o.details {
+			wg.Go(func() {
+				var v any
+				err := deadline.Within(ctx, func(ctx context.Context) (err error) {
+					v, err = d(ctx)
+					return err
+				})
+				if err == nil {
+					mu.Lock()
+					details[name] = v
+					mu.Unlock()
+				}
+			})
+		}
 		wg.Wait()
 		status, code := map[string]string{}, http.StatusOK
 		for name, err := range errs {
@@ -86,13 +102,9 @@ func (o *Ops) Handler() http.Handler {
 		}
 		body := map[string]any{"status": map[bool]string{true: "ok", false: "unavailable"}[code == http.StatusOK], "checks": status}
 		if len(o.details) > 0 {
-			details := map[string]any{}
-			for name, d := range o.details {
-				if v, err := d(ctx); err == nil {
-					details[name] = v
-				}
-			}
+			mu.Lock()
 			body["details"] = details
+			mu.Unlock()
 		}
 		writeJSON(w, code, body)
 	})

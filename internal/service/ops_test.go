@@ -130,3 +130,32 @@ func TestReadyzAnswersWithinItsBound(t *testing.T) {
 		t.Fatalf("/readyz: %d %v, want 503 with redis unavailable and mongodb ok", res.StatusCode, body.Checks)
 	}
 }
+
+// A detail is reported beside the checks and never makes /readyz fail;
+// one that fails or hangs is left out.
+func TestReadyzDetails(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	o := NewOps()
+	o.Check("redis", func(context.Context) error { return nil })
+	o.Detail("lag_seconds", func(context.Context) (any, error) { return 1.5, nil })
+	o.Detail("broken", func(context.Context) (any, error) { return nil, context.Canceled })
+	o.Detail("hung", func(context.Context) (any, error) { <-release; return 1, nil })
+	srv := httptest.NewServer(o.Handler())
+	defer srv.Close()
+	res, err := http.Get(srv.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body struct {
+		Status  string
+		Details map[string]any
+	}
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK || body.Status != "ok" || len(body.Details) != 1 || body.Details["lag_seconds"] != 1.5 {
+		t.Fatalf("/readyz: %d %+v", res.StatusCode, body)
+	}
+}
