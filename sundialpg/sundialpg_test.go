@@ -323,3 +323,39 @@ func TestManyProducers(t *testing.T) {
 		}
 	}
 }
+
+// A row read again after its job ended (a relay that died between its
+// submit and its delete, restarting late) makes no second job, even in a
+// queue whose uniqueness frees idempotency keys once their job ends.
+func TestRelayAgainAfterTheJobEnded(t *testing.T) {
+	e := setup(t)
+	if err := e.q.SetUniqueness(e.ctx, "uq", queue.Uniqueness{UntilFinished: true, Window: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	ids := e.commit(t, sundial.Job{Type: "once", Queue: "uq"})
+	var row string
+	if err := e.pool.QueryRow(e.ctx, "SELECT job::text FROM sundial_outbox").Scan(&row); err != nil {
+		t.Fatal(err)
+	}
+	r := sundialpg.NewRelay(e.pool, e.q, sundialpg.RelayConfig{})
+	if n, err := r.RelayOnce(e.ctx); err != nil || n != 1 {
+		t.Fatalf("RelayOnce = %d, %v", n, err)
+	}
+	if _, err := e.q.Cancel(e.ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	// The row as a relay that died before its delete leaves it.
+	if _, err := e.pool.Exec(e.ctx, "INSERT INTO sundial_outbox (queue, job_id, job) VALUES ('uq', $1, $2)", ids[0], row); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.RelayOnce(e.ctx); err != nil || n != 1 {
+		t.Fatalf("RelayOnce again = %d, %v", n, err)
+	}
+	e.exactlyOnce(t, "uq", ids)
+	if j, err := e.q.Get(e.ctx, ids[0]); err != nil || j.State != job.Cancelled {
+		t.Errorf("job = %+v, %v; want it still cancelled", j, err)
+	}
+	if n := e.rows(t); n != 0 {
+		t.Errorf("%d rows left", n)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
@@ -346,7 +347,13 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 		byQueue[q] = append(byQueue[q], row.Job)
 	}
 	for _, q := range order {
-		jobs := byQueue[q]
+		jobs, err := r.unrelayed(ctx, q, byQueue[q])
+		if err != nil {
+			return 0, fmt.Errorf("queue %q: %w", q, err)
+		}
+		if len(jobs) == 0 {
+			continue
+		}
 		res, err := r.q.Submit(ctx, jobs)
 		if err != nil {
 			return 0, fmt.Errorf("submit to queue %q: %w", q, err)
@@ -366,6 +373,31 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	r.relayed.Add(float64(len(rows)))
 	crashPoint("deleted")
 	return len(rows), nil
+}
+
+// unrelayed returns the jobs of queue q that Redis does not hold yet. A
+// row is read again when a relay died after its submit and before its
+// delete; its job's idempotency key would find the job, but a queue's
+// uniqueness rules may have freed the key already (until_finished once the
+// job ended, or a window shorter than the relay's restart), and a submit
+// of the same id would then make the job again. Checking for the job
+// itself closes that; the key still covers two relays submitting at once.
+func (r *Relay) unrelayed(ctx context.Context, q string, jobs []*job.Job) ([]*job.Job, error) {
+	pipe := r.q.Redis().Pipeline()
+	exists := make([]*redis.IntCmd, len(jobs))
+	for i, j := range jobs {
+		exists[i] = pipe.Exists(ctx, queue.JobKey(q, j.ID))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("look for relayed jobs: %w", err)
+	}
+	out := jobs[:0:0]
+	for i, j := range jobs {
+		if exists[i].Val() == 0 {
+			out = append(out, j)
+		}
+	}
+	return out, nil
 }
 
 // crashTestEnv names the test-only crash point (docs/outbox.md): the relay
