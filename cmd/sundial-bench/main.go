@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/internal/buildinfo"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/poller"
 	"github.com/sundialhq/sundial/pkg/queue"
@@ -43,6 +44,10 @@ type options struct {
 }
 
 func main() {
+	if buildinfo.IsVersionFlag(os.Args[1:]) {
+		fmt.Println(buildinfo.String("bench"))
+		return
+	}
 	var o options
 	flag.StringVar(&o.redisURL, "redis", "redis://127.0.0.1:6379/0", "Redis URL (must be on loopback)")
 	flag.StringVar(&o.scenario, "scenario", "all", "drain | batch | single | latency | due | all")

@@ -10,12 +10,17 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/sundialhq/sundial/internal/buildinfo"
 	"net/http"
 	"os"
 	"time"
 )
 
 func main() {
+	if buildinfo.IsVersionFlag(os.Args[1:]) {
+		fmt.Println(buildinfo.String("probe"))
+		return
+	}
 	fs := flag.NewFlagSet("sundial-probe", flag.ContinueOnError)
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
 	fs.Usage = func() { fmt.Fprintln(fs.Output(), "usage: sundial-probe [-timeout 3s] URL") }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sundialhq/sundial/internal/buildinfo"
 	"github.com/sundialhq/sundial/internal/deadline"
 )
 
@@ -37,7 +38,7 @@ type Detail func(ctx context.Context) (any, error)
 // NewOps returns an Ops serving the Go and process metrics plus cs.
 func NewOps(cs ...prometheus.Collector) *Ops {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	reg.MustRegister(cs...)
 	return &Ops{reg: reg, checks: map[string]Check{}, details: map[string]Detail{}}
 }

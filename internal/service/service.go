@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/internal/buildinfo"
 	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/queue"
 )
@@ -56,6 +57,10 @@ func (e *Env) RedisCheck(ctx context.Context) error { return e.Redis.Ping(ctx).E
 // calls run with a context cancelled by SIGTERM or SIGINT. It exits 1 when
 // run returns an error and 0 otherwise.
 func Main(name string, run func(ctx context.Context, env *Env) error) {
+	if buildinfo.IsVersionFlag(os.Args[1:]) {
+		fmt.Println(buildinfo.String(name))
+		return
+	}
 	cfg, err := config.Load(nil)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sundial %s: %v\n", name, err)
@@ -64,7 +69,7 @@ func Main(name string, run func(ctx context.Context, env *Env) error) {
 	log := cfg.Logger(os.Stderr).With("service", name)
 	slog.SetDefault(log)
 	gc := tuneGC(os.LookupEnv)
-	log.Info("starting", append(cfg.Effective(nil), "gogc", gc)...)
+	log.Info("starting", append([]any{"version", buildinfo.Version}, append(cfg.Effective(nil), "gogc", gc)...)...)
 	rdb, err := config.NewRedis(cfg.RedisURL)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sundial %s: SUNDIAL_REDIS_URL: %v\n", name, err)

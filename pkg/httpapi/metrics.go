@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/sundialhq/sundial/internal/buildinfo"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 )
@@ -102,7 +103,7 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.submitted, m.succeeded, m.failed, m.dead, m.duration, m.depth, m.httpDuration,
 		m.wsClients, m.wsDropped, m.rateLimited, m.streamErrors,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	return m
 }
 

@@ -195,6 +195,11 @@ func (s *Server) routes() []route {
 			Body:        deadSelection{}, BodyOptional: true, Status: http.StatusOK, Response: deletedCount{},
 			Errors: []int{400, 404, 413, 415, 503},
 		}},
+		{http.MethodGet, "/v1/version", s.version, operation{
+			ID: "version", Tag: "operations", Summary: "The API's release",
+			Description: "The Sundial release this API process runs (semantic version, as in CHANGELOG.md and every binary's --version) and its Go version.",
+			Status:      http.StatusOK, Response: versionInfo{}, Errors: []int{400},
+		}},
 		{http.MethodGet, "/v1/workers", s.listWorkers, operation{
 			ID: "listWorkers", Tag: "workers", Summary: "Live workers",
 			Description: "Workers seen within the last three heartbeats.",
