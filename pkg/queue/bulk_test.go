@@ -1,11 +1,13 @@
 package queue_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/sundialhq/sundial/internal/hatest"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 )
@@ -204,5 +206,54 @@ func TestBulkBadInput(t *testing.T) {
 	}
 	if st := e.stats(t, "default"); st.Dead != 2 {
 		t.Fatalf("dead %d after refused requests", st.Dead)
+	}
+}
+
+// TestClusterListAndBulk: the live list and the bulk actions on a real
+// Redis Cluster, and a move between queues of two shards.
+func TestClusterListAndBulk(t *testing.T) {
+	cl := hatest.StartCluster(t)
+	rdb := cl.Client()
+	clk := &clock{t: time.Now()}
+	q := queue.New(rdb, queue.Options{Now: clk.Now, LeaseClock: clk.Now, LeaseTTL: 10 * time.Second, LeaseGrace: time.Second})
+	e := &env{q: q, clock: clk, ctx: context.Background()}
+	shards := cl.QueuesOnShards("bulk", 1)
+	if len(shards) < 3 {
+		t.Fatalf("queues on %d shards", len(shards))
+	}
+	from, to, lq := shards[0][0], shards[1][0], shards[2][0]
+	if _, _, err := q.SetLimit(e.ctx, lq, queue.Limit{Name: "one", Types: []string{"limited"}, Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	queued := e.submit(t, job.Spec{Queue: lq, Type: "limited"}, job.Spec{Queue: lq, Type: "limited"})
+	e.claim(t, lq, 1)
+	e.claim(t, lq, 1) // parks the second limited job
+	queued = append(queued, e.submit(t, job.Spec{Queue: lq, Type: "g", Group: "tenant"})...)
+	dead := e.deadJobs(t, from, 30, []string{"x", "y"}, []string{"boom"})
+	if got := e.listAll(t, lq, queue.ListOptions{State: job.Queued, Limit: 1}); !sameSet(got, idsOf(queued[1:], nil)) {
+		t.Fatalf("queued on a cluster: %v", got)
+	}
+	if got := e.listAll(t, from, queue.ListOptions{State: job.Dead, Type: "x", Limit: 4}); len(got) != 15 {
+		t.Fatalf("dead x on a cluster: %d", len(got))
+	}
+	res, err := q.Bulk(e.ctx, from, queue.BulkRequest{Action: queue.BulkMove, ToQueue: to, Filter: &queue.BulkFilter{Type: "x"}}, nil)
+	if err != nil || res.Count != 15 {
+		t.Fatalf("move across shards: %+v %v", res, err)
+	}
+	if got := e.listAll(t, to, queue.ListOptions{State: job.Queued, Limit: 7}); len(got) != 15 {
+		t.Fatalf("moved: %d queued in %s", len(got), to)
+	}
+	res, err = q.Bulk(e.ctx, lq, queue.BulkRequest{Action: queue.BulkCancel, IDs: idsOf(queued, nil)}, nil)
+	if err != nil || res.Count != 3 {
+		t.Fatalf("cancel: %+v %v", res, err)
+	}
+	res, err = q.Bulk(e.ctx, from, queue.BulkRequest{Action: queue.BulkDelete, Filter: &queue.BulkFilter{}}, nil)
+	if err != nil || res.Count != 15 {
+		t.Fatalf("delete: %+v %v", res, err)
+	}
+	for _, j := range dead {
+		if _, err := q.Get(e.ctx, j.ID); !errors.Is(err, queue.ErrNotFound) {
+			t.Fatalf("dead job %s still there: %v", j.ID, err)
+		}
 	}
 }
