@@ -257,3 +257,28 @@ func TestClusterListAndBulk(t *testing.T) {
 		}
 	}
 }
+
+// TestBulkInterruptedThenRepeated: a bulk retry cut short after its first
+// chunk leaves that chunk done and the rest dead; the same request again
+// finishes the rest and counts only those.
+func TestBulkInterruptedThenRepeated(t *testing.T) {
+	e := newEnv(t)
+	e.deadJobs(t, "default", 1200, []string{"t"}, []string{"boom"})
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	r := queue.BulkRequest{Action: queue.BulkRetry, Filter: &queue.BulkFilter{}}
+	res, err := e.q.Bulk(ctx, "default", r, func(queue.BulkResult) { cancel() })
+	if !errors.Is(err, context.Canceled) || res.Count != queue.BulkChunk {
+		t.Fatalf("interrupted: %+v %v, want one chunk done and context.Canceled", res, err)
+	}
+	if st := e.stats(t, "default"); st.Dead != 1200-queue.BulkChunk || st.Queued["normal"] != queue.BulkChunk {
+		t.Fatalf("after the interruption: %d dead, %d queued", st.Dead, st.Queued["normal"])
+	}
+	res, err = e.q.Bulk(e.ctx, "default", r, nil)
+	if err != nil || res.Count != 1200-queue.BulkChunk {
+		t.Fatalf("repeated: %+v %v", res, err)
+	}
+	if st := e.stats(t, "default"); st.Dead != 0 || st.Queued["normal"] != 1200 {
+		t.Fatalf("after the repeat: %d dead, %d queued", st.Dead, st.Queued["normal"])
+	}
+}
