@@ -74,7 +74,8 @@ type BulkResult struct {
 	Scanned int `json:"scanned"`
 }
 
-// Validate checks r; the error is a *job.FieldError naming the field.
+// Validate checks r for an action on queue, and fills in the filter's
+// default state (dead); the error is a *job.FieldError naming the field.
 func (r *BulkRequest) Validate(queue string) error {
 	bad := func(field, format string, args ...any) error {
 		return &job.FieldError{Field: field, Message: field + " " + fmt.Sprintf(format, args...)}
