@@ -14,8 +14,11 @@ from .errors import (
     Conflict,
     InternalError,
     InvalidArgument,
+    Cancel,
     LeaseLost,
     NoRetry,
+    RetryAfter,
+    Snooze,
     NotFound,
     PayloadTooLarge,
     PermissionDenied,
@@ -33,6 +36,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ApiError",
+    "Cancel",
     "Client",
     "Conflict",
     "FINAL_STATES",
@@ -43,6 +47,8 @@ __all__ = [
     "JobContext",
     "LeaseLost",
     "NoRetry",
+    "RetryAfter",
+    "Snooze",
     "NotFound",
     "PayloadTooLarge",
     "PermissionDenied",

@@ -162,3 +162,35 @@ class NoRetry(Exception):
     """Raise it (or a subclass) from a handler to fail the job without a
     retry: it goes to the dead letters at once (``fail`` with
     ``retry: false``)."""
+
+
+class Snooze(Exception):
+    """Raise it from a handler to run the job again after ``seconds``
+    (0: queued again at once) without spending an attempt: the attempt
+    ends, ``max_attempts`` grows by one, and a ``snoozed`` event records
+    ``reason``. For "not yet", not for failures."""
+
+    def __init__(self, seconds: float, reason: str = "") -> None:
+        if not 0 <= seconds <= 365 * 24 * 3600:
+            raise ValueError("seconds must be 0..31536000")
+        super().__init__(reason or f"snoozed for {seconds} s")
+        self.seconds = seconds
+        self.reason = reason
+
+
+class Cancel(Exception):
+    """Raise it from a handler to end the job ``cancelled``, not dead, with
+    the message as its reason: the job must not run (its dependents are
+    cancelled too)."""
+
+
+class RetryAfter(Exception):
+    """Raise it from a handler to fail the attempt with its retry after
+    ``seconds`` instead of the job's backoff (e.g. a 429's Retry-After).
+    The attempt counts: without attempts left the job goes dead."""
+
+    def __init__(self, seconds: float, message: str = "") -> None:
+        if not 0 < seconds <= 365 * 24 * 3600:
+            raise ValueError("seconds must be more than 0 and at most 31536000")
+        super().__init__(message or f"retry after {seconds} s")
+        self.seconds = seconds

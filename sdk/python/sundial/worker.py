@@ -15,7 +15,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ._transport import ConnectionSlot, Transport
 from .client import DEFAULT_URL, JSON
-from .errors import ApiError, Conflict, InvalidArgument, LeaseLost, NoRetry, SundialError, TransportError
+from .errors import (ApiError, Cancel, Conflict, InvalidArgument, LeaseLost, NoRetry, RetryAfter, Snooze,
+                     SundialError, TransportError)
 
 log = logging.getLogger("sundial.worker")
 
@@ -181,7 +182,10 @@ class Worker:
     def handle(self, job_type: str, fn: Handler) -> None:
         """Runs ``fn`` for jobs of ``job_type``. Its return value is the
         job's result; an exception fails the attempt (retried while
-        attempts remain), :class:`NoRetry` fails the job for good."""
+        attempts remain), :class:`NoRetry` fails the job for good,
+        :class:`RetryAfter` picks the retry's delay, :class:`Snooze` runs it
+        again later without spending an attempt, :class:`Cancel` ends it
+        cancelled."""
         self._handlers[job_type] = fn
 
     def handler(self, job_type: str) -> Callable[[Handler], Handler]:
@@ -368,6 +372,12 @@ class Worker:
                     kind, outcome = "fail", {"error": _message(exc), "retry": True}
             except NoRetry as exc:
                 kind, outcome = "fail", {"error": _message(exc), "retry": False}
+            except Snooze as exc:
+                kind, outcome = "snooze", {"delay_seconds": exc.seconds, "reason": exc.reason[:MAX_ERROR_BYTES]}
+            except Cancel as exc:
+                kind, outcome = "fail", {"error": _message(exc), "cancel": True}
+            except RetryAfter as exc:
+                kind, outcome = "fail", {"error": _message(exc), "retry_in_seconds": exc.seconds}
             except Exception as exc:  # noqa: BLE001 - any failure of the handler fails the attempt
                 kind, outcome = "fail", {"error": _message(exc), "retry": True}
             if att.lost or att.abandoned:

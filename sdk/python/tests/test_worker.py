@@ -72,6 +72,40 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual((done["state"], done["attempt"], done["result"]), ("succeeded", 2, "sent"))
         self.assertEqual((dead["state"], dead["attempt"], dead["last_error"]), ("dead", 1, "bad address"))
 
+    def test_handler_outcomes_snooze_cancel_retry_after(self) -> None:
+        q = queue_name("outcomes")
+        hour = {"base_seconds": 3600, "max_seconds": 3600}
+
+        def napper(ctx: JobContext) -> int:
+            if ctx.attempt == 1:
+                raise sundial.Snooze(0, "not yet")
+            return ctx.attempt
+
+        def canceller(ctx: JobContext) -> None:
+            raise sundial.Cancel("order deleted")
+
+        def limited(ctx: JobContext) -> str:
+            if ctx.attempt == 1:
+                raise sundial.RetryAfter(0.2, "429")
+            return "ok"
+
+        nap = self.c.submit("napper", queue=q, max_attempts=1)
+        gone = self.c.submit("canceller", queue=q)
+        slow = self.c.submit("limited", queue=q, backoff=hour)
+        w = self.worker(q)
+        w.handle("napper", napper)
+        w.handle("canceller", canceller)
+        w.handle("limited", limited)
+        with running(w):
+            a = self.c.wait(nap["id"], timeout=30)
+            b = self.c.wait(gone["id"], timeout=30)
+            c = self.c.wait(slow["id"], timeout=30)
+        # Snoozed once with max_attempts 1: the attempt was given back.
+        self.assertEqual((a["state"], a["attempt"], a["max_attempts"], a["result"]), ("succeeded", 2, 2, 2))
+        self.assertEqual((b["state"], b["last_error"]), ("cancelled", "order deleted"))
+        # Retried after 0.2 s, not after its hour of backoff.
+        self.assertEqual((c["state"], c["attempt"], c["result"]), ("succeeded", 2, "ok"))
+
     def test_failure_message_reaches_the_job(self) -> None:
         q = queue_name("failmsg")
         job = self.c.submit("boom", queue=q, max_attempts=1)

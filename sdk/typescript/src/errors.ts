@@ -140,3 +140,44 @@ export class NoRetry extends Error {
     this.name = 'NoRetry';
   }
 }
+
+const MAX_DELAY_SECONDS = 365 * 24 * 3600;
+
+/** Throw it from a handler to run the job again after `seconds` (0: queued
+ * again at once) without spending an attempt: the attempt ends,
+ * max_attempts grows by one, and a snoozed event records the reason. For
+ * "not yet", not for failures. */
+export class Snooze extends Error {
+  readonly seconds: number;
+  readonly reason: string;
+  constructor(seconds: number, reason = '') {
+    if (!(seconds >= 0 && seconds <= MAX_DELAY_SECONDS)) throw new RangeError('seconds must be 0..31536000');
+    super(reason || `snoozed for ${seconds} s`);
+    this.name = 'Snooze';
+    this.seconds = seconds;
+    this.reason = reason;
+  }
+}
+
+/** Throw it from a handler to end the job cancelled, not dead, with the
+ * message as its reason: the job must not run (its dependents are
+ * cancelled too). */
+export class Cancel extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'Cancel';
+  }
+}
+
+/** Throw it from a handler to fail the attempt with its retry after
+ * `seconds` instead of the job's backoff (e.g. a 429's Retry-After). The
+ * attempt counts: without attempts left the job goes dead. */
+export class RetryAfter extends Error {
+  readonly seconds: number;
+  constructor(seconds: number, message = '') {
+    if (!(seconds > 0 && seconds <= MAX_DELAY_SECONDS)) throw new RangeError('seconds must be more than 0 and at most 31536000');
+    super(message || `retry after ${seconds} s`);
+    this.name = 'RetryAfter';
+    this.seconds = seconds;
+  }
+}

@@ -5,6 +5,7 @@ export { Client, type CallOptions, type EventsQuery, type SearchQuery, type Wait
 export {
   ApiError,
   apiError,
+  Cancel,
   ConflictError,
   InternalError,
   InvalidArgumentError,
@@ -14,6 +15,8 @@ export {
   PayloadTooLargeError,
   PermissionDeniedError,
   RateLimitedError,
+  RetryAfter,
+  Snooze,
   SundialError,
   TransportError,
   UnauthenticatedError,

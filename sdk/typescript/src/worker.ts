@@ -3,7 +3,7 @@
 // their TTL, progress, fencing tokens, and a graceful shutdown.
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { ApiError, ConflictError, InvalidArgumentError, LeaseLostError, NoRetry, TransportError } from './errors.js';
+import { ApiError, Cancel, ConflictError, InvalidArgumentError, LeaseLostError, NoRetry, RetryAfter, Snooze, TransportError } from './errors.js';
 import { isTransient, sleep, Transport, type TransportOptions } from './transport.js';
 import type { ClaimedJob, Job } from './types.js';
 
@@ -200,7 +200,9 @@ export class Worker {
   }
 
   /** Runs fn for jobs of type. Its result is the job's; a thrown error fails
-   * the attempt, NoRetry fails the job for good. */
+   * the attempt, NoRetry fails the job for good, RetryAfter picks the
+   * retry's delay, Snooze runs it again later without spending an attempt,
+   * Cancel ends it cancelled. */
   handle<P = unknown, R = unknown>(type: string, fn: Handler<P, R>): this {
     this.handlers.set(type, fn as Handler<never, unknown>);
     return this;
@@ -377,7 +379,7 @@ export class Worker {
       // A claim that waited long may have been granted well after it was
       // sent: renew at once for a fresh bound on the lease.
       if (claimTookMs > att.ttlMs / 5 && !(await this.renew(att))) return;
-      let kind: 'complete' | 'fail' | undefined;
+      let kind: Outcome | undefined;
       let body: Record<string, unknown> = {};
       try {
         const handler = this.handlers.get(ctx.type);
@@ -387,10 +389,7 @@ export class Worker {
         kind = 'complete';
         body = { result: result === undefined ? null : result };
       } catch (err) {
-        if (!(err instanceof LeaseLostError && att.lost)) {
-          kind = 'fail';
-          body = { error: messageOf(err), retry: !(err instanceof NoRetry) };
-        }
+        if (!(err instanceof LeaseLostError && att.lost)) [kind, body] = outcomeOf(err);
       }
       if (att.lost || att.abandoned || !kind) {
         this.log.info(`job ${ctx.id}: ${att.lostReason || 'lease lost'}; its outcome is not reported`);
@@ -408,7 +407,7 @@ export class Worker {
   /** Sends the outcome, again after a broken connection or a 429/5xx, until
    * the lease would have expired. A complete is retried as a complete,
    * never turned into a fail. */
-  private async report(att: Attempt, kind: 'complete' | 'fail', body: Record<string, unknown>): Promise<void> {
+  private async report(att: Attempt, kind: Outcome, body: Record<string, unknown>): Promise<void> {
     let broken = false;
     for (let tries = 0; !att.abandoned; tries++) {
       try {
@@ -436,4 +435,15 @@ export class Worker {
       }
     }
   }
+}
+
+/** The route an attempt's outcome is reported to. */
+type Outcome = 'complete' | 'fail' | 'snooze';
+
+/** outcomeOf is the route and body that report what a handler threw. */
+function outcomeOf(err: unknown): [Outcome, Record<string, unknown>] {
+  if (err instanceof Snooze) return ['snooze', { delay_seconds: err.seconds, reason: err.reason }];
+  if (err instanceof Cancel) return ['fail', { error: messageOf(err), cancel: true }];
+  if (err instanceof RetryAfter) return ['fail', { error: messageOf(err), retry_in_seconds: err.seconds }];
+  return ['fail', { error: messageOf(err), retry: !(err instanceof NoRetry) }];
 }

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { ConflictError, NoRetry, Worker, type Job, type JobContext, type WorkerOptions } from '../src/index.js';
+import { Cancel, ConflictError, NoRetry, RetryAfter, Snooze, Worker, type Job, type JobContext, type WorkerOptions } from '../src/index.js';
 import { API_KEY, client, eventually, memoryLogger, noApi, Proxy, queueName, running, URL_ } from './support.js';
 
 const noBackoff = { base_seconds: 0, max_seconds: 0 };
@@ -49,6 +49,31 @@ describe('worker against the API', { skip: noApi }, () => {
     const [done, dead] = await running(w, () => Promise.all([c.wait(job.id, { timeoutMs: 30_000 }), c.wait(bad.id, { timeoutMs: 30_000 })]));
     assert.deepEqual([done.state, done.attempt, done.result], ['succeeded', 2, 'sent']);
     assert.deepEqual([dead.state, dead.attempt, dead.last_error], ['dead', 1, 'bad address']);
+  });
+
+  test('handler outcomes: Snooze gives the attempt back, Cancel ends it cancelled, RetryAfter picks the delay', async () => {
+    const q = queueName('outcomes');
+    const nap = await c.submit({ queue: q, type: 'napper', max_attempts: 1 });
+    const gone = await c.submit({ queue: q, type: 'canceller' });
+    const slow = await c.submit({ queue: q, type: 'limited', backoff: { base_seconds: 3600, max_seconds: 3600 } });
+    const w = worker(q);
+    w.handle('napper', (ctx) => {
+      if (ctx.attempt === 1) throw new Snooze(0, 'not yet');
+      return ctx.attempt;
+    });
+    w.handle('canceller', () => {
+      throw new Cancel('order deleted');
+    });
+    w.handle('limited', (ctx) => {
+      if (ctx.attempt === 1) throw new RetryAfter(0.2, '429');
+      return 'ok';
+    });
+    const [a, b, d] = await running(w, () => Promise.all([nap, gone, slow].map((j) => c.wait(j.id, { timeoutMs: 30_000 }))));
+    // Snoozed once with max_attempts 1: the attempt was given back.
+    assert.deepEqual([a.state, a.attempt, a.max_attempts, a.result], ['succeeded', 2, 2, 2]);
+    assert.deepEqual([b.state, b.last_error], ['cancelled', 'order deleted']);
+    // Retried after 0.2 s, not after its hour of backoff.
+    assert.deepEqual([d.state, d.attempt, d.result], ['succeeded', 2, 'ok']);
   });
 
   test('progress is visible on the job', async () => {
