@@ -15,6 +15,9 @@ import (
 // worker would, and returns their ids.
 func (s *server) kill(t *testing.T, q, typ string, n int, why string) []string {
 	t.Helper()
+	// The API registers the engine client as a reader before it serves:
+	// once it answers, the client may be used directly.
+	s.cli(t, "", args("queues")).want(t, exitOK)
 	ctx := context.Background()
 	var jobs []*job.Job
 	for range n {
