@@ -262,7 +262,7 @@ func (c *Client) move(ctx context.Context, k *queueKeys, to string, ids []string
 	for i, id := range ids {
 		batch[i] = candidate{id: id}
 	}
-	found, err := c.readJobs(ctx, k, batch, false)
+	found, err := c.readJobs(ctx, k, batch, "")
 	if err != nil {
 		return 0, err
 	}

@@ -141,7 +141,7 @@ func (c *Client) list(ctx context.Context, queue string, o ListOptions) ([]*job.
 				return nil, "", 0, err
 			}
 		}
-		jobs, err := c.readJobs(ctx, k, batch, o.State == job.Active)
+		jobs, err := c.readJobs(ctx, k, batch, o.State)
 		if err != nil {
 			return nil, "", 0, err
 		}
@@ -191,18 +191,31 @@ func (c *Client) preFilter(ctx context.Context, k *queueKeys, o ListOptions, bat
 }
 
 // readJobs reads the hashes of the batch's jobs in one round trip (nil
-// for one that is gone), with the active record of each when active.
-func (c *Client) readJobs(ctx context.Context, k *queueKeys, batch []candidate, active bool) ([]*job.Job, error) {
+// for one that is gone). state is the state listed ("" for none): for
+// active, each job's active record is read too; for queued, scheduled
+// and waiting, what holds each job back (held_back, as Get says it: its
+// parked slot, the queue's pause, the dependencies still pending).
+func (c *Client) readJobs(ctx context.Context, k *queueKeys, batch []candidate, state job.State) ([]*job.Job, error) {
 	if len(batch) == 0 {
 		return nil, nil
 	}
+	active := state == job.Active
+	why := state == job.Queued || state == job.Scheduled || state == job.Waiting
 	pipe := c.rdb.Pipeline()
 	hashes := make([]*redis.MapStringStringCmd, len(batch))
 	recs := make([]*redis.StringCmd, len(batch))
+	deps := make([]*redis.StringSliceCmd, len(batch))
+	var paused *redis.IntCmd
+	if why {
+		paused = pipe.Exists(ctx, k.key(kPaused))
+	}
 	for i, cd := range batch {
 		hashes[i] = pipe.HGetAll(ctx, k.job(cd.id))
 		if active {
 			recs[i] = pipe.HGet(ctx, k.active(), cd.id)
+		}
+		if state == job.Waiting {
+			deps[i] = pipe.SMembers(ctx, k.tag+"deps:"+cd.id)
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
@@ -216,7 +229,15 @@ func (c *Client) readJobs(ctx context.Context, k *queueKeys, batch []candidate, 
 				overlayActive(h, r)
 			}
 		}
-		out[i] = DecodeJob(k.name, cd.id, h)
+		j := DecodeJob(k.name, cd.id, h)
+		if j != nil && why {
+			var pending []string
+			if deps[i] != nil {
+				pending = deps[i].Val()
+			}
+			j.HeldBack = heldBack(j, h["parked"], paused.Val() == 1, pending)
+		}
+		out[i] = j
 	}
 	return out, nil
 }

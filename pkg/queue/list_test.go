@@ -268,3 +268,36 @@ func TestListBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestListSaysWhatHoldsJobsBack: listed queued, scheduled and waiting jobs
+// carry held_back as Get gives it.
+func TestListSaysWhatHoldsJobsBack(t *testing.T) {
+	e := newEnv(t)
+	if _, _, err := e.q.SetLimit(e.ctx, "default", queue.Limit{Name: "one", Types: []string{"limited"}, Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	limited := e.submit(t, job.Spec{Type: "limited"}, job.Spec{Type: "limited"})
+	e.claim(t, "default", 1)
+	e.claim(t, "default", 1)
+	later := e.submit(t, job.Spec{Type: "t", DelaySeconds: ptr(60.0)})
+	child := e.submit(t, job.Spec{Type: "t", DependsOn: []string{limited[1].ID}})
+	for _, c := range []struct {
+		state  job.State
+		id     string
+		reason string
+	}{
+		{job.Queued, limited[1].ID, job.HeldLimit},
+		{job.Scheduled, later[0].ID, job.HeldScheduled},
+		{job.Waiting, child[0].ID, job.HeldDependencies},
+	} {
+		page, _, err := e.q.List(e.ctx, "default", queue.ListOptions{State: c.state, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := e.get(t, c.id)
+		if len(page) != 1 || page[0].ID != c.id || page[0].HeldBack == nil || got.HeldBack == nil ||
+			page[0].HeldBack.Reason != c.reason || *page[0].HeldBack != *got.HeldBack {
+			t.Fatalf("%s: listed %+v, Get says %+v", c.state, page, got.HeldBack)
+		}
+	}
+}
