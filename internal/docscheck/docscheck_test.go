@@ -421,3 +421,41 @@ func TestDefaultsInProse(t *testing.T) {
 		}
 	}
 }
+
+// metricDeclRe finds where the code names a series: a collector's Name, a
+// NewDesc, or the worker's count helper.
+var metricDeclRe = regexp.MustCompile(`(?:Name:\s*|NewDesc\(|count\()"(sundial_[a-z0-9_]+)"`)
+
+// TestMetricsReference: every series the code declares has its row in
+// docs/metrics.md, and every row there names a series the code declares.
+func TestMetricsReference(t *testing.T) {
+	declared := map[string]bool{}
+	sources(t, func(p, text string) {
+		if strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") {
+			for _, m := range metricDeclRe.FindAllStringSubmatch(text, -1) {
+				declared[m[1]] = true
+			}
+		}
+	})
+	if len(declared) < 30 {
+		t.Fatalf("found %d series in the code; the pattern no longer matches how series are declared", len(declared))
+	}
+	b, err := os.ReadFile(filepath.Join(root, "docs", "metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(sundial_[a-z0-9_]+)` \\|").FindAllStringSubmatch(string(b), -1) {
+		rows[m[1]] = true
+	}
+	for name := range declared {
+		if !rows[name] {
+			t.Errorf("docs/metrics.md has no row for %s", name)
+		}
+	}
+	for name := range rows {
+		if !declared[name] {
+			t.Errorf("docs/metrics.md lists %s, which the code does not declare", name)
+		}
+	}
+}

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +41,8 @@ func TestEveryBinaryTellsItsVersion(t *testing.T) {
 	metricsAddr := proctest.FreeAddr(t)
 	startProc(t, binary(t, "api"), serviceEnv(srv, "SUNDIAL_HTTP_ADDR="+addr, "SUNDIAL_HISTORY=off")...)
 	startProc(t, binary(t, "worker"), serviceEnv(srv, "SUNDIAL_METRICS_ADDR="+metricsAddr)...)
+	pollerMetrics := proctest.FreeAddr(t)
+	startProc(t, binary(t, "poller"), serviceEnv(srv, "SUNDIAL_METRICS_ADDR="+pollerMetrics, "SUNDIAL_HISTORY=off")...)
 	hc := &http.Client{Timeout: 5 * time.Second}
 	get := func(url string) string {
 		res, err := hc.Get(url)
@@ -63,4 +67,26 @@ func TestEveryBinaryTellsItsVersion(t *testing.T) {
 	queuetest.Eventually(t, 20*time.Second, "the worker's /metrics has "+series, func() bool {
 		return strings.Contains(get("http://"+metricsAddr+"/metrics"), series)
 	})
+	queuetest.Eventually(t, 20*time.Second, "the poller's /metrics has "+series, func() bool {
+		return strings.Contains(get("http://"+pollerMetrics+"/metrics"), series)
+	})
+
+	// Every sundial_ series the three export is in the metrics reference.
+	ref, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	help := regexp.MustCompile(`(?m)^# HELP (sundial_[a-z0-9_]+) `)
+	seen := 0
+	for who, url := range map[string]string{"api": "http://" + addr + "/metrics", "worker": "http://" + metricsAddr + "/metrics", "poller": "http://" + pollerMetrics + "/metrics"} {
+		for _, m := range help.FindAllStringSubmatch(get(url), -1) {
+			seen++
+			if !strings.Contains(string(ref), "| `"+m[1]+"` |") {
+				t.Errorf("the %s exports %s, which docs/metrics.md does not list", who, m[1])
+			}
+		}
+	}
+	if seen < 10 { // label vectors show only once observed
+		t.Fatalf("only %d sundial_ series seen across the three /metrics", seen)
+	}
 }
