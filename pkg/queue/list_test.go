@@ -1,9 +1,11 @@
 package queue_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -299,5 +301,46 @@ func TestListSaysWhatHoldsJobsBack(t *testing.T) {
 			page[0].HeldBack.Reason != c.reason || *page[0].HeldBack != *got.HeldBack {
 			t.Fatalf("%s: listed %+v, Get says %+v", c.state, page, got.HeldBack)
 		}
+	}
+}
+
+// BenchmarkList: one page of a queue of 100,000 queued jobs, first and
+// deep (a cursor 50,000 jobs in), and filtered by a type that 1 job in
+// 10 has.
+func BenchmarkList(b *testing.B) {
+	c := benchClient(b)
+	ctx := context.Background()
+	for i := range 100 {
+		jobs := benchJobs(b, 1000)
+		for k, j := range jobs {
+			j.Type = "t" + strconv.Itoa((i*1000+k)%10)
+		}
+		if _, err := c.Submit(ctx, jobs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	deep := ""
+	for range 100 {
+		_, next, err := c.List(ctx, "default", queue.ListOptions{State: job.Queued, Limit: 500, Cursor: deep})
+		if err != nil {
+			b.Fatal(err)
+		}
+		deep = next
+	}
+	for _, bc := range []struct {
+		name string
+		o    queue.ListOptions
+	}{
+		{"first", queue.ListOptions{State: job.Queued, Limit: 50}},
+		{"deep", queue.ListOptions{State: job.Queued, Limit: 50, Cursor: deep}},
+		{"type", queue.ListOptions{State: job.Queued, Limit: 50, Type: "t3"}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if jobs, _, err := c.List(ctx, "default", bc.o); err != nil || len(jobs) != 50 {
+					b.Fatalf("%d jobs, %v", len(jobs), err)
+				}
+			}
+		})
 	}
 }
