@@ -103,3 +103,11 @@ func Connect(ctx context.Context, uri string) (*mongo.Client, error) {
 	}
 	return c, nil
 }
+
+// Wait waits until the job with id (as SubmitTx returned it) is relayed
+// and then until it ends, or until ctx ends, and returns the ended job.
+// Before the relay, Client.Wait answers ErrNotFound; this waits through
+// that, so it waits until ctx ends for a job whose transaction aborted.
+func Wait(ctx context.Context, c *sundial.Client, id string) (*sundial.Record, error) {
+	return outbox.Wait(ctx, c, id)
+}

@@ -82,3 +82,11 @@ func explain(err error) error {
 	}
 	return err
 }
+
+// Wait waits until the job with id (as SubmitTx returned it) is relayed
+// and then until it ends, or until ctx ends, and returns the ended job.
+// Before the relay, Client.Wait answers ErrNotFound; this waits through
+// that, so it waits until ctx ends for a job whose transaction rolled back.
+func Wait(ctx context.Context, c *sundial.Client, id string) (*sundial.Record, error) {
+	return outbox.Wait(ctx, c, id)
+}

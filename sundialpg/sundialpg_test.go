@@ -71,7 +71,8 @@ func TestRollbackNoJobCommitOneJob(t *testing.T) {
 	e.awaitRelayed(t, 10*time.Second)
 	e.exactlyOnce(t, "orders", ids)
 
-	// Wait works on the returned id.
+	// Wait works on the returned id; sundialpg.Wait on a rolled-back one
+	// waits until its context ends.
 	if _, err := c.Cancel(e.ctx, ids[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +80,28 @@ func TestRollbackNoJobCommitOneJob(t *testing.T) {
 	defer cancel()
 	if w, err := c.Wait(ctx, ids[0]); err != nil || w.State != job.Cancelled {
 		t.Fatalf("Wait = %v, %v", w, err)
+	}
+	short, cancel := context.WithTimeout(e.ctx, 100*time.Millisecond)
+	defer cancel()
+	if w, err := sundialpg.Wait(short, c, gone[0]); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait for a rolled-back job = %v, %v", w, err)
+	}
+	// A job Wait finds before the relay has moved it.
+	later := e.commit(t, sundial.Job{Type: "later", Queue: "orders"})
+	done := make(chan error, 1)
+	go func() {
+		j, err := sundialpg.Wait(ctx, c, later[0])
+		if err == nil && j.State != job.Cancelled {
+			err = fmt.Errorf("state %s", j.State)
+		}
+		done <- err
+	}()
+	queuetest.Eventually(t, 10*time.Second, "the later job relayed and cancelled", func() bool {
+		_, err := c.Cancel(e.ctx, later[0])
+		return err == nil
+	})
+	if err := <-done; err != nil {
+		t.Fatalf("sundialpg.Wait = %v", err)
 	}
 }
 

@@ -62,22 +62,6 @@ func placeOrder(ctx context.Context, pool *pgxpool.Pool, customer, item string) 
 	return order, jobID, err
 }
 
-// wait waits for the job to end; until the relay has moved it to Redis,
-// Client.Wait answers ErrNotFound.
-func wait(ctx context.Context, c *sundial.Client, id string) (*sundial.Record, error) {
-	for {
-		j, err := c.Wait(ctx, id)
-		if !errors.Is(err, sundial.ErrNotFound) {
-			return j, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
 func main() {
 	addr := flag.String("redis", "127.0.0.1:6379", "Redis `host:port`")
 	pgURL := flag.String("postgres", "postgres://localhost/postgres", "PostgreSQL `URL`")
@@ -121,7 +105,7 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		j, err := wait(ctx, c, id)
+		j, err := sundialpg.Wait(ctx, c, id) // through ErrNotFound until the relay has moved it
 		if err != nil {
 			log.Fatal(err)
 		}
