@@ -4,6 +4,8 @@ import { WaitTimeoutError } from './errors.js';
 import { sleep, Transport, type TransportOptions } from './transport.js';
 import {
   FINAL_STATES,
+  type BulkRequest,
+  type BulkResult,
   type Job,
   type JobEvent,
   type JobEventList,
@@ -39,6 +41,9 @@ export type EventsQuery = NonNullable<operations['jobEvents']['parameters']['que
 
 /** The filters of the history search (GET /v1/jobs), from the OpenAPI document. */
 export type SearchQuery = NonNullable<operations['searchJobs']['parameters']['query']>;
+
+/** The filters of a queue's live jobs (GET /v1/queues/{q}/jobs), from the OpenAPI document. */
+export type QueueJobsQuery = NonNullable<operations['listQueueJobs']['parameters']['query']>;
 
 const seg = (s: string): string => encodeURIComponent(s);
 
@@ -180,6 +185,20 @@ export class Client {
   async purgeDead(name: string, ids?: readonly string[], opts: CallOptions = {}): Promise<number> {
     const body = ids ? { ids } : undefined;
     return (await this.transport.request<{ deleted: number }>('DELETE', `/v1/queues/${seg(name)}/dead`, { body, ...opts })).body.deleted;
+  }
+
+  /** One page of a queue's live jobs in one state (queued by default),
+   * read from Redis. With a type or priority filter a page may be short,
+   * even empty, while next_cursor says there is more: follow it. */
+  async queueJobs(name: string, query: QueueJobsQuery = {}, opts: CallOptions = {}): Promise<JobPage> {
+    return (await this.transport.request<JobPage>('GET', `/v1/queues/${seg(name)}/jobs`, { query: { ...query }, ...opts })).body;
+  }
+
+  /** Retries, cancels, deletes or moves a selection of a queue's jobs (ids,
+   * or a filter) on the server, in chunks; resolves with the counts. Safe
+   * to send again after an interruption (docs/api.md, "Bulk actions"). */
+  async bulk(name: string, request: BulkRequest, opts: CallOptions = {}): Promise<BulkResult> {
+    return (await this.transport.request<BulkResult>('POST', `/v1/queues/${seg(name)}/jobs/bulk`, { body: request, idempotent: true, ...opts })).body;
   }
 
   // Schedules

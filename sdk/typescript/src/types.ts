@@ -20,6 +20,10 @@ export type JobEventList = Schemas['JobEventList'];
 export type JobPage = Schemas['JobPage'];
 /** A queue's counts. */
 export type QueueStats = Schemas['QueueStats'];
+/** What POST /v1/queues/{q}/jobs/bulk takes: an action and ids or a filter. */
+export type BulkRequest = Schemas['BulkRequest'];
+/** What a bulk action did: matched, count, scanned. */
+export type BulkResult = Schemas['BulkResult'];
 /** A recurring schedule. */
 export type Schedule = Schemas['Schedule'];
 /** What PUT /v1/schedules/{id} takes (the read-only fields are ignored). */

@@ -125,6 +125,23 @@ describe('client against the API', { skip: noApi }, () => {
     assert.equal(await c.purgeDead(q), 0);
   });
 
+  test('live jobs and bulk actions', async () => {
+    const c = client();
+    const q = queueName('bulk');
+    for (const type of ['a', 'b', 'b']) await c.submit({ queue: q, type });
+    const page = await c.queueJobs(q, { limit: 2 });
+    assert.equal(page.jobs.length, 2);
+    assert.ok(page.next_cursor);
+    assert.equal((await c.queueJobs(q, { limit: 2, cursor: page.next_cursor })).jobs.length, 1);
+    assert.deepEqual((await c.queueJobs(q, { type: 'b' })).jobs.map((j) => j.type), ['b', 'b']);
+    assert.deepEqual((await c.queueJobs(q, { state: 'dead' })).jobs, []);
+    const res = await c.bulk(q, { action: 'cancel', filter: { state: 'queued', type: 'b' } });
+    assert.equal(res.matched, 2);
+    assert.equal(res.count, 2);
+    assert.equal(res.done, true);
+    await assert.rejects(c.bulk(q, { action: 'retry' } as never), (e: unknown) => e instanceof InvalidArgumentError && e.field === 'ids');
+  });
+
   test('schedules', async () => {
     const q = queueName('sched');
     const id = `ts-${q}`;
