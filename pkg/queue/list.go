@@ -104,7 +104,7 @@ func (c *Client) List(ctx context.Context, queue string, o ListOptions) ([]*job.
 // list is List, and also says how many entries it read.
 func (c *Client) list(ctx context.Context, queue string, o ListOptions) ([]*job.Job, string, int, error) {
 	if !slices.Contains(ListStates, o.State) {
-		return nil, "", 0, fmt.Errorf("%w: state %q is not a live state", ErrInvalidCursor, o.State)
+		return nil, "", 0, &job.FieldError{Field: "state", Message: "state must be one of queued, scheduled, waiting, active, dead"}
 	}
 	lc := listCursor{State: string(o.State)}
 	if o.Cursor != "" {
