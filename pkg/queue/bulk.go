@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -153,7 +152,7 @@ func (c *Client) Bulk(ctx context.Context, queue string, r BulkRequest, progress
 		return err
 	}
 	if r.IDs != nil {
-		ids := slices.Compact(slices.Clone(r.IDs))
+		ids := distinct(r.IDs)
 		res.Matched = len(ids)
 		for len(ids) > 0 {
 			chunk := ids[:min(BulkChunk, len(ids))]
@@ -290,4 +289,17 @@ func (c *Client) move(ctx context.Context, k *queueKeys, to string, ids []string
 		return 0, fmt.Errorf("bulk move: %w", err)
 	}
 	return c.purge(ctx, k, moved)
+}
+
+// distinct returns ids without repeats, in their first order.
+func distinct(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
 }

@@ -84,7 +84,7 @@ func TestBulkByIDs(t *testing.T) {
 	e := newEnv(t)
 	dead := e.deadJobs(t, "default", 4, []string{"t"}, []string{"boom"})
 	queued := e.submit(t, job.Spec{Type: "t"}, job.Spec{Type: "t", DelaySeconds: ptr(60.0)}, job.Spec{Type: "t"})
-	res, err := e.q.Bulk(e.ctx, "default", queue.BulkRequest{Action: queue.BulkDelete, IDs: []string{dead[0].ID, dead[1].ID, queued[0].ID, "01NOSUCHJOB"}}, nil)
+	res, err := e.q.Bulk(e.ctx, "default", queue.BulkRequest{Action: queue.BulkDelete, IDs: []string{dead[0].ID, dead[1].ID, queued[0].ID, dead[0].ID, "01NOSUCHJOB"}}, nil)
 	if err != nil || res.Count != 2 || res.Matched != 4 {
 		t.Fatalf("delete: %+v %v", res, err)
 	}
