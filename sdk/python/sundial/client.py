@@ -208,6 +208,32 @@ class Client:
         body = {"ids": list(ids)} if ids is not None else None
         return cast(int, self._json("DELETE", f"/v1/queues/{_seg(name)}/dead", body)["deleted"])
 
+    def queue_jobs(self, name: str, *, state: Optional[str] = None, type: Optional[str] = None,
+                   priority: Optional[str] = None, limit: Optional[int] = None,
+                   cursor: Optional[str] = None) -> JSON:
+        """One page of a queue's live jobs in one state (queued by default),
+        read from Redis: ``{"jobs", "next_cursor"}``. With ``type`` or
+        ``priority`` a page may be short, even empty, while ``next_cursor``
+        says there is more: follow it."""
+        return self._json("GET", f"/v1/queues/{_seg(name)}/jobs",
+                          query={"state": state, "type": type, "priority": priority, "limit": limit, "cursor": cursor})
+
+    def bulk(self, name: str, action: str, *, ids: Optional[Sequence[str]] = None,
+             filter: Optional[Mapping[str, Any]] = None, to_queue: Optional[str] = None) -> JSON:
+        """Retries, cancels, deletes or moves a selection of a queue's jobs
+        on the server: the jobs named by ``ids``, or those ``filter``
+        matches (``state``, ``type``, ``error_contains``, ``since``).
+        Returns the counts (``matched``, ``count``, ``scanned``). Safe to
+        send again after an interruption (docs/api.md, "Bulk actions")."""
+        body: Dict[str, Any] = {"action": action}
+        if ids is not None:
+            body["ids"] = list(ids)
+        if filter is not None:
+            body["filter"] = dict(filter)
+        if to_queue is not None:
+            body["to_queue"] = to_queue
+        return self._json("POST", f"/v1/queues/{_seg(name)}/jobs/bulk", body, idempotent=True)
+
     # Schedules
 
     def put_schedule(self, schedule_id: str, schedule: Mapping[str, Any]) -> JSON:

@@ -119,6 +119,22 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(self.c.retry_dead(q), 0)
         self.assertEqual(self.c.purge_dead(q), 0)
 
+    def test_live_jobs_and_bulk(self) -> None:
+        q = queue_name("bulk")
+        for t in ("a", "b", "b"):
+            self.c.submit(t, queue=q)
+        page = self.c.queue_jobs(q, limit=2)
+        self.assertEqual(len(page["jobs"]), 2)
+        rest = self.c.queue_jobs(q, limit=2, cursor=page["next_cursor"])
+        self.assertEqual((len(rest["jobs"]), rest["next_cursor"]), (1, ""))
+        self.assertEqual([j["type"] for j in self.c.queue_jobs(q, type="b")["jobs"]], ["b", "b"])
+        self.assertEqual(self.c.queue_jobs(q, state="dead")["jobs"], [])
+        res = self.c.bulk(q, "cancel", filter={"state": "queued", "type": "b"})
+        self.assertEqual((res["matched"], res["count"], res["done"]), (2, 2, True))
+        with self.assertRaises(sundial.InvalidArgument) as e:
+            self.c.bulk(q, "retry")
+        self.assertEqual(e.exception.field, "ids")
+
     def test_schedules(self) -> None:
         q = queue_name("sched")
         sid = "py-" + q
