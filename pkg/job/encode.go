@@ -64,6 +64,7 @@ func (j *Job) AppendJSON(b []byte) ([]byte, error) {
 		}
 		b = append(b, ']')
 	}
+	b = appendOptString(b, "on_dependency_failure", j.OnDependencyFailure)
 	b = appendOptString(b, "idempotency_key", j.IdempotencyKey)
 	b = appendOptString(b, "group", j.Group)
 	b = appendOptString(b, "traceparent", j.Traceparent)

@@ -13,29 +13,31 @@ import (
 // refJob mirrors Job field for field (TestRefJobMirrorsJob keeps it so),
 // with a Progress whose JSON encoding/json writes by reflection.
 type refJob struct {
-	ID             string          `json:"id"`
-	Queue          string          `json:"queue"`
-	Type           string          `json:"type"`
-	Payload        json.RawMessage `json:"payload,omitempty"`
-	Priority       Priority        `json:"priority"`
-	State          State           `json:"state"`
-	Attempt        int             `json:"attempt"`
-	MaxAttempts    int             `json:"max_attempts"`
-	TimeoutSeconds int             `json:"timeout_seconds"`
-	Backoff        Backoff         `json:"backoff"`
-	RunAt          time.Time       `json:"run_at"`
-	DependsOn      []string        `json:"depends_on,omitempty"`
-	IdempotencyKey string          `json:"idempotency_key,omitempty"`
-	Group          string          `json:"group,omitempty"`
-	Traceparent    string          `json:"traceparent,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
-	StartedAt      *time.Time      `json:"started_at,omitempty"`
-	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
-	WorkerID       string          `json:"worker_id,omitempty"`
-	Result         json.RawMessage `json:"result,omitempty"`
-	LastError      string          `json:"last_error,omitempty"`
-	Progress       *refProgress    `json:"progress,omitempty"`
-	ThrottledBy    string          `json:"throttled_by,omitempty"`
+	ID                  string          `json:"id"`
+	Queue               string          `json:"queue"`
+	Type                string          `json:"type"`
+	Payload             json.RawMessage `json:"payload,omitempty"`
+	Priority            Priority        `json:"priority"`
+	State               State           `json:"state"`
+	Attempt             int             `json:"attempt"`
+	MaxAttempts         int             `json:"max_attempts"`
+	TimeoutSeconds      int             `json:"timeout_seconds"`
+	Backoff             Backoff         `json:"backoff"`
+	RunAt               time.Time       `json:"run_at"`
+	DependsOn           []string        `json:"depends_on,omitempty"`
+	OnDependencyFailure string          `json:"on_dependency_failure,omitempty"`
+	IdempotencyKey      string          `json:"idempotency_key,omitempty"`
+	Group               string          `json:"group,omitempty"`
+	Traceparent         string          `json:"traceparent,omitempty"`
+	CreatedAt           time.Time       `json:"created_at"`
+	StartedAt           *time.Time      `json:"started_at,omitempty"`
+	FinishedAt          *time.Time      `json:"finished_at,omitempty"`
+	WorkerID            string          `json:"worker_id,omitempty"`
+	Result              json.RawMessage `json:"result,omitempty"`
+	LastError           string          `json:"last_error,omitempty"`
+	Progress            *refProgress    `json:"progress,omitempty"`
+	ThrottledBy         string          `json:"throttled_by,omitempty"`
+	HeldBack            *HeldBack       `json:"held_back,omitempty"`
 }
 
 type refProgress Progress
@@ -52,8 +54,8 @@ func (p refProgress) MarshalJSON() ([]byte, error) {
 // TimeLayout (the encoder before AppendJSON): the oracle.
 func referenceJSON(j Job) ([]byte, error) {
 	r := refJob{j.ID, j.Queue, j.Type, j.Payload, j.Priority, j.State, j.Attempt, j.MaxAttempts, j.TimeoutSeconds,
-		j.Backoff, j.RunAt, j.DependsOn, j.IdempotencyKey, j.Group, j.Traceparent, j.CreatedAt, j.StartedAt,
-		j.FinishedAt, j.WorkerID, j.Result, j.LastError, (*refProgress)(j.Progress), j.ThrottledBy}
+		j.Backoff, j.RunAt, j.DependsOn, j.OnDependencyFailure, j.IdempotencyKey, j.Group, j.Traceparent, j.CreatedAt, j.StartedAt,
+		j.FinishedAt, j.WorkerID, j.Result, j.LastError, (*refProgress)(j.Progress), j.ThrottledBy, j.HeldBack}
 	type plain refJob
 	return json.Marshal(struct {
 		plain
@@ -102,6 +104,10 @@ func randomJob(r *rand.Rand) Job {
 		CreatedAt:      t.Add(-time.Duration(r.IntN(1e6)) * time.Millisecond),
 		IdempotencyKey: pick(tricky), Group: pick(tricky), Traceparent: pick(tricky),
 		WorkerID: pick(tricky), LastError: pick(tricky), ThrottledBy: pick(tricky),
+		OnDependencyFailure: pick(tricky),
+	}
+	if r.IntN(2) == 0 {
+		j.HeldBack = &HeldBack{Reason: pick(tricky), Message: pick(tricky)}
 	}
 	if r.IntN(3) > 0 {
 		j.Payload = json.RawMessage(pick(payloads))

@@ -61,7 +61,10 @@ type Spec struct {
 	RunAt          *time.Time      `json:"run_at,omitempty"`
 	DelaySeconds   *float64        `json:"delay_seconds,omitempty"`
 	DependsOn      []string        `json:"depends_on,omitempty"`
-	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	// OnDependencyFailure is "cancel" (the default: the job is cancelled
+	// when a dependency ends dead or cancelled) or "run" (it runs anyway).
+	OnDependencyFailure string `json:"on_dependency_failure,omitempty"`
+	IdempotencyKey      string `json:"idempotency_key,omitempty"`
 	// Group is the job's fairness group (a tenant): within one priority
 	// of a queue, groups take turns (see docs/flow-control.md).
 	Group string `json:"group,omitempty"`
@@ -160,6 +163,15 @@ func (s *Spec) build(now time.Time, checkPayload bool) (*Job, error) {
 		}
 		j.RunAt = now.Add(time.Duration(d * float64(time.Second)))
 	}
+	switch s.OnDependencyFailure {
+	case "", DependencyCancel:
+	case DependencyRun:
+		if len(s.DependsOn) > 0 {
+			j.OnDependencyFailure = DependencyRun
+		}
+	default:
+		return nil, fieldErr("on_dependency_failure", "must be cancel or run")
+	}
 	if len(s.DependsOn) > MaxDependencies {
 		return nil, fieldErr("depends_on", "may name at most %d jobs", MaxDependencies)
 	}
@@ -195,3 +207,9 @@ func (s *Spec) build(now time.Time, checkPayload bool) (*Job, error) {
 	j.ID = NewID(now)
 	return j, nil
 }
+
+// The policies of Spec.OnDependencyFailure.
+const (
+	DependencyCancel = "cancel" // the job is cancelled with its failed dependency
+	DependencyRun    = "run"    // the job runs anyway
+)

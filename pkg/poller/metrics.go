@@ -14,7 +14,7 @@ func newMetrics() *metrics {
 	return &metrics{
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_poller_queue_errors_total",
-			Help: "Failed poller steps by queue and step (promote, reclaim, prune, trim, unhandled); each queue fails alone.",
+			Help: "Failed poller steps by queue and step (promote, reclaim, prune, trim, unhandled, settle); each queue fails alone.",
 		}, []string{"queue", "step"}),
 		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_poller_pruned_jobs_total",

@@ -208,6 +208,10 @@ func (p *Poller) pass(ctx context.Context, prune bool) (time.Time, error) {
 		if prune {
 			p.step(name, "prune", p.prune(ctx, name))
 		}
+		// Dependencies on jobs of other queues: read where those jobs
+		// ended and settle the edges (queue.Client.SettleRemoteDeps).
+		_, err = p.q.SettleRemoteDeps(ctx, name, p.cfg.Batch)
+		p.step(name, "settle", err)
 		if time.Since(p.lastUnhandled[name]) >= p.unhandledEvery() {
 			p.lastUnhandled[name] = time.Now()
 			p.step(name, "unhandled", p.unhandled(ctx, name, live))

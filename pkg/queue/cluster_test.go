@@ -33,7 +33,7 @@ func TestClusterScriptsKeepToOneSlot(t *testing.T) {
 	var queues []string
 	for _, names := range cl.QueuesOnShards("slotrule", 1) {
 		exerciseEveryScript(t, ctx, q, clk, names[0])
-		queues = append(queues, names[0])
+		queues = append(queues, names[0], names[0]+"-up") // -up: a queue its jobs depend on
 	}
 
 	// Redis 7 lets a script without flags read or write keys of another
@@ -107,6 +107,20 @@ func exerciseEveryScript(t *testing.T, ctx context.Context, q *queue.Client, clk
 	}
 	if n, err := q.BuryUnhandled(ctx, name, "nobody", clk.Now(), 10); err != nil || n != 1 {
 		t.Fatalf("queue %s: bury unhandled = %d %v, want 1", name, n, err)
+	}
+	// A dependency on a job of another queue (another slot): settle.lua.
+	upSpec := job.Spec{Queue: name + "-up", Type: "t"}
+	up, err := upSpec.Build(clk.Now())
+	must(err)
+	_, err = q.Submit(ctx, []*job.Job{up})
+	must(err)
+	down := build(job.Spec{DependsOn: []string{up.ID}})
+	_, err = q.Submit(ctx, []*job.Job{down})
+	must(err)
+	_, err = q.Cancel(ctx, up.ID)
+	must(err)
+	if n, err := q.SettleRemoteDeps(ctx, name, 10); err != nil || n != 1 {
+		t.Fatalf("queue %s: settle = %d %v, want 1", name, n, err)
 	}
 	parent := build(job.Spec{MaxAttempts: &three, Group: "g"})
 	child := build(job.Spec{})

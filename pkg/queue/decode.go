@@ -89,7 +89,13 @@ func DecodeJob(queue, id string, h map[string]string) *job.Job {
 	}
 	if d := h["depends_on"]; d != "" {
 		j.DependsOn = strings.Split(d, ",")
+		for i, dep := range j.DependsOn {
+			if _, id, remote := strings.Cut(dep, "|"); remote { // "<queue>|<id>": a job of another queue
+				j.DependsOn[i] = id
+			}
+		}
 	}
+	j.OnDependencyFailure = h["on_dependency_failure"]
 	if p := h["progress"]; p != "" && j.State == job.Active && h["progress_attempt"] == h["attempt"] {
 		j.Progress = &job.Progress{Percent: atoi(p), Message: h["progress_message"], At: ts(h["progress_at"])}
 	}

@@ -110,6 +110,11 @@ const NoHandlerLimit = "@handler"
 func heldBack(j *job.Job, parked string, paused bool, pending []string) *job.HeldBack {
 	switch j.State {
 	case job.Waiting:
+		for i, d := range pending {
+			if q, id, remote := strings.Cut(d, "|"); remote {
+				pending[i] = id + " (queue " + q + ")"
+			}
+		}
 		slices.Sort(pending)
 		return &job.HeldBack{Reason: job.HeldDependencies,
 			Message: fmt.Sprintf("waiting for %d dependencies to succeed: %s", len(pending), strings.Join(pending, ", "))}

@@ -19,7 +19,7 @@ var luaFS embed.FS
 // registryScripts run over the registry of readers, not a queue (format.go).
 var registryScripts = []string{"register", "switch"}
 
-var scriptNames = []string{"submit", "claim", "extend", "complete", "cycle", "reclaim", "release", "promote", "cancel", "retry", "purge", "prune", "resume", "limit", "forget", "unhandled"}
+var scriptNames = []string{"submit", "claim", "extend", "complete", "cycle", "reclaim", "release", "promote", "cancel", "retry", "purge", "prune", "resume", "limit", "forget", "unhandled", "settle"}
 
 // freesMemory are the scripts that only delete (pruning ended jobs,
 // purging dead ones): they run when Redis is out of memory (maxmemory
@@ -49,7 +49,7 @@ func newScript(fn, evalSrc string) *script {
 // then writes the events it emitted (flush_events): an early return cannot
 // skip them.
 type scripts struct {
-	submit, claim, extend, complete, cycle, reclaim, release, promote, cancel, retry, purge, prune, resume, limit, forget, unhandled *script
+	submit, claim, extend, complete, cycle, reclaim, release, promote, cancel, retry, purge, prune, resume, limit, forget, unhandled, settle *script
 	// register records a process in the registry of readers (format.go).
 	// It is no transition: it runs without begin() and flush_events, over
 	// the registry's keys, and also when Redis is out of memory, so that
@@ -118,7 +118,7 @@ func loadScripts() *scripts {
 	s.submit, s.claim, s.extend, s.complete, s.cycle = byName["submit"], byName["claim"], byName["extend"], byName["complete"], byName["cycle"]
 	s.reclaim, s.release, s.promote, s.cancel, s.retry = byName["reclaim"], byName["release"], byName["promote"], byName["cancel"], byName["retry"]
 	s.purge, s.prune, s.resume, s.limit, s.forget = byName["purge"], byName["prune"], byName["resume"], byName["limit"], byName["forget"]
-	s.unhandled = byName["unhandled"]
+	s.unhandled, s.settle = byName["unhandled"], byName["settle"]
 	return s
 }
 

@@ -92,6 +92,11 @@ func (c *Client) Submit(ctx context.Context, jobs []*job.Job) ([]Submitted, erro
 	if err := resolveBatchRefs(jobs); err != nil {
 		return nil, err
 	}
+	restore, err := c.qualifyRemoteDeps(ctx, jobs[0].Queue, jobs)
+	if err != nil {
+		return nil, err
+	}
+	defer restore()
 	return c.submitQueue(ctx, jobs[0].Queue, jobs, idx, false)
 }
 
@@ -346,7 +351,11 @@ func appendJobArgs(args []any, jobs []*job.Job, idx []int) []any {
 			args = append(args, "")
 			continue
 		}
-		args = append(args, "1", j.IdempotencyKey, strings.Join(j.DependsOn, ","), j.Group, j.Traceparent)
+		deps := strings.Join(j.DependsOn, ",")
+		if j.OnDependencyFailure == job.DependencyRun {
+			deps = "!" + deps // submit.lua: runs when a dependency fails
+		}
+		args = append(args, "1", j.IdempotencyKey, deps, j.Group, j.Traceparent)
 	}
 	return args
 }

@@ -816,9 +816,21 @@ local function cancel_one(id, why)
     redis.call('SREM', QK .. 'dependents:' .. p, id)
   end
   redis.call('DEL', pkey)
+  redis.call('SREM', QK .. 'rwait', id)
   finish(id, 'cancelled', {'last_error', why})
   emit(id, f[1], 'cancelled', 'cancelled', f[3], '', why)
   return true
+end
+
+-- dependency_done takes dependency entry dep (a job id, or "<queue>|<id>"
+-- for a job of another queue) off waiting job id's pending set, and starts
+-- id when none is left. Returns 1 when id became queued.
+local function dependency_done(id, dep)
+  local pkey = QK .. 'deps:' .. id
+  if redis.call('SREM', pkey, dep) == 0 then return 0 end
+  if redis.call('SCARD', pkey) > 0 or redis.call('HGET', JOB .. id, 'state') ~= 'waiting' then return 0 end
+  redis.call('SREM', QK .. 'rwait', id)
+  return release(id)
 end
 
 -- cancel_tree cancels the dependents of the jobs in ended (whose
@@ -836,7 +848,10 @@ local function cancel_tree(ended, whys)
     local deps = redis.call('SMEMBERS', dkey)
     redis.call('DEL', dkey)
     for _, d in ipairs(deps) do
-      if cancel_one(d, why) then
+      if redis.call('HGET', JOB .. d, 'on_dependency_failure') == 'run' then
+        -- It runs anyway: the failed dependency counts as done.
+        signal(dependency_done(d, id))
+      elseif cancel_one(d, why) then
         local n = #ended + 1
         ended[n] = d
         whys[n] = 'dependency ' .. d .. ' ended cancelled'
@@ -860,13 +875,7 @@ local function settle_dependents(id, ok, why, flag)
   local deps = redis.call('SMEMBERS', dkey)
   redis.call('DEL', dkey)
   local queued = 0
-  for _, d in ipairs(deps) do
-    local pkey = QK .. 'deps:' .. d
-    redis.call('SREM', pkey, id)
-    if redis.call('SCARD', pkey) == 0 and redis.call('HGET', JOB .. d, 'state') == 'waiting' then
-      queued = queued + release(d)
-    end
-  end
+  for _, d in ipairs(deps) do queued = queued + dependency_done(d, id) end
   return queued
 end
 

@@ -91,6 +91,9 @@ for i = 1, checks and n or 0 do
   local j = {id = ARGV[b], idem = '', deps_s = ''}
   if ARGV[b + 3] ~= '' then j.idem, j.deps_s = ARGV[b + 4], ARGV[b + 5] end
   b = next_job(b)
+  -- deps_s starting with '!': the job runs when a dependency fails
+  -- (on_dependency_failure "run") instead of being cancelled.
+  if string.byte(j.deps_s, 1) == 33 then j.run_anyway, j.deps_s = true, string.sub(j.deps_s, 2) end
   j.deps = split(j.deps_s)
   jobs[i] = j
   if j.idem ~= '' then
@@ -110,15 +113,24 @@ for i = 1, checks and n or 0 do
     for k, d in ipairs(j.deps) do
       local eff = alias[d]
       local state
-      if eff and eff ~= j.id then
+      if string.find(d, '|', 1, true) then
+        -- "<queue>|<id>": a job of another queue (another slot on a
+        -- Cluster). The client found it; the poller settles the edge
+        -- once it ends (settle.lua).
+        eff, state = d, 'remote'
+        j.remote = true
+      elseif eff and eff ~= j.id then
         state = redis.call('HGET', JOB .. eff, 'state') or 'new'
       else
         eff = d
         state = redis.call('HGET', JOB .. d, 'state')
       end
       if not state then return {'err', tostring(i - 1), tostring(k - 1), 'not_found', d} end
-      if state == 'dead' or state == 'cancelled' then return {'err', tostring(i - 1), tostring(k - 1), 'failed', state} end
-      if state ~= 'succeeded' then j.pending[#j.pending + 1] = eff end
+      if state == 'dead' or state == 'cancelled' then
+        if not j.run_anyway then return {'err', tostring(i - 1), tostring(k - 1), 'failed', state} end
+      elseif state ~= 'succeeded' then
+        j.pending[#j.pending + 1] = eff
+      end
     end
   end
 end
@@ -171,6 +183,10 @@ for i = 1, n do
       -- Empty optional fields are left out: every field costs on each write.
       opt = {}
       if idem ~= '' then opt[#opt + 1] = 'idempotency_key'; opt[#opt + 1] = idem end
+      if string.byte(deps_s, 1) == 33 then
+        deps_s = string.sub(deps_s, 2)
+        opt[#opt + 1] = 'on_dependency_failure'; opt[#opt + 1] = 'run'
+      end
       if deps_s ~= '' then opt[#opt + 1] = 'depends_on'; opt[#opt + 1] = deps_s end
       if group ~= '' then opt[#opt + 1] = 'group'; opt[#opt + 1] = group end
       if trace ~= '' then opt[#opt + 1] = 'traceparent'; opt[#opt + 1] = trace end
@@ -206,10 +222,13 @@ for i = 1, n do
       redis.call('ZADD', K_WAIT, created_at, id)
       call_chunked('SADD', QK .. 'deps:' .. id, j.pending)
       for _, d in ipairs(j.pending) do
-        redis.call('SADD', QK .. 'dependents:' .. d, id)
-        -- Batch jobs are written in order, so d's hash exists by now.
-        redis.call('HSET', JOB .. d, 'has_dependents', '1')
+        if not string.find(d, '|', 1, true) then
+          redis.call('SADD', QK .. 'dependents:' .. d, id)
+          -- Batch jobs are written in order, so d's hash exists by now.
+          redis.call('HSET', JOB .. d, 'has_dependents', '1')
+        end
       end
+      if j.remote then redis.call('SADD', QK .. 'rwait', id) end
     elseif state == 'scheduled' then
       if min_due == nil then before = earliest() end
       sched[#sched + 1] = run_at_s

@@ -949,6 +949,7 @@ export interface components {
             idempotency_key?: string;
             last_error?: string;
             max_attempts: number;
+            on_dependency_failure?: string;
             payload?: unknown;
             /** @enum {string} */
             priority: "high" | "normal" | "low";
@@ -1001,6 +1002,7 @@ export interface components {
             idempotency_key?: string;
             /** @default 3 */
             max_attempts?: number;
+            on_dependency_failure?: string;
             /** @description Any JSON value, handed to the handler. */
             payload?: unknown;
             /**
