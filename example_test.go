@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -301,4 +302,50 @@ func ExampleRunnerConfig_afterAttempt() {
 	e := <-ended
 	fmt.Println(e.Job.Type, e.Outcome, e.State, e.Error)
 	// Output: charge dead dead card declined
+}
+
+// A queue's uniqueness rules: here an idempotency key names its job only
+// until that job ends, so a sync can be asked for again once the last one
+// finished, but never twice at once.
+func ExampleClient_SetUniqueness() {
+	ctx := context.Background()
+	c := sundial.NewClient(redis.NewClient(&redis.Options{Addr: redisAddr}))
+	if err := c.SetUniqueness(ctx, "sync", sundial.Uniqueness{UntilFinished: true}); err != nil {
+		panic(err)
+	}
+	j := sundial.Job{Type: "account.sync", Queue: "sync", IdempotencyKey: "account-7"}
+	first, _ := c.Submit(ctx, j)
+	again, _ := c.Submit(ctx, j)
+	fmt.Println("while the first waits:", again.Duplicate)
+	if _, err := c.Cancel(ctx, first.Job.ID); err != nil {
+		panic(err)
+	}
+	later, _ := c.Submit(ctx, j)
+	fmt.Println("once it ended:", later.Duplicate, later.Job.ID != first.Job.ID)
+	// Output:
+	// while the first waits: true
+	// once it ended: false true
+}
+
+// ConfigFromEnv reads a Runner's settings from the SUNDIAL_* variables the
+// services read, with their checks, and opens the Redis they name.
+func ExampleConfigFromEnv() {
+	os.Setenv("SUNDIAL_REDIS_URL", "redis://"+redisAddr)
+	os.Setenv("SUNDIAL_QUEUES", "critical:5,default")
+	os.Setenv("SUNDIAL_CONCURRENCY", "20")
+	defer func() {
+		for _, v := range []string{"SUNDIAL_REDIS_URL", "SUNDIAL_QUEUES", "SUNDIAL_CONCURRENCY"} {
+			os.Unsetenv(v)
+		}
+	}()
+	cfg, rdb, err := sundial.ConfigFromEnv()
+	if err != nil {
+		panic(err)
+	}
+	defer rdb.Close()
+	cfg.QueueSettings["default"] = sundial.QueueSettings{MaxConcurrency: 5} // default may take at most 5 of the 20 slots
+	r := sundial.NewRunner(rdb, cfg)
+	_ = r
+	fmt.Println(cfg.Queues, cfg.QueueSettings["critical"].Weight, cfg.Concurrency)
+	// Output: [critical default] 5 20
 }
