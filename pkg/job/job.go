@@ -130,6 +130,7 @@ type Job struct {
 	ThrottledBy string `json:"throttled_by,omitempty"`
 	// HeldBack says what keeps a job that has not ended from running now;
 	// nil when nothing does (it runs, or is due and waits for a worker).
+	// For an active job: set only when its worker stopped heartbeating.
 	HeldBack *HeldBack `json:"held_back,omitempty"`
 }
 
@@ -140,6 +141,7 @@ const (
 	HeldLimit        = "limit"        // a limit of the queue has no room (docs/flow-control.md)
 	HeldNoHandler    = "no_handler"   // the workers that claimed it do not handle its type
 	HeldPaused       = "paused"       // its queue is paused
+	HeldWorkerGone   = "worker_gone"  // active, but its worker stopped heartbeating: it runs again once the lease expires
 )
 
 // HeldBack is why a job is not running: a reason (HeldDependencies, …)

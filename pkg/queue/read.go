@@ -96,6 +96,14 @@ func (c *Client) getIn(ctx context.Context, k *queueKeys, id string) (*job.Job, 
 		return nil, ErrNotFound
 	}
 	j.HeldBack = heldBack(j, h["parked"], paused.Val() == 1, deps.Val())
+	if j.State == job.Active && j.WorkerID != "" {
+		// A running job whose worker left the registry (killed, paused,
+		// cut off): its lease expires and it runs again elsewhere.
+		if n, err := c.rdb.Exists(ctx, workerKey(j.WorkerID)).Result(); err == nil && n == 0 {
+			j.HeldBack = &job.HeldBack{Reason: job.HeldWorkerGone, Message: fmt.Sprintf(
+				"leased by worker %q, which stopped heartbeating: the job runs again elsewhere once its lease expires (SUNDIAL_LEASE_TTL)", j.WorkerID)}
+		}
+	}
 	return j, nil
 }
 

@@ -247,3 +247,24 @@ func TestUniquenessByWindowAndUntilFinished(t *testing.T) {
 		t.Fatalf("with the default rules a cancelled job's key was freed: %+v", res[0])
 	}
 }
+
+// TestHeldBackByAGoneWorker: an active job whose worker is in the registry
+// has no held_back; once the worker's entry is gone, it says so.
+func TestHeldBackByAGoneWorker(t *testing.T) {
+	e := newEnv(t)
+	j := e.submit(t, job.Spec{Type: "t"})[0]
+	e.claim(t, "default", 1) // worker w1
+	if err := e.q.Heartbeat(e.ctx, queue.WorkerInfo{ID: "w1", Queues: []string{"default"}}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if hb := e.get(t, j.ID).HeldBack; hb != nil {
+		t.Fatalf("held back %+v while its worker heartbeats", hb)
+	}
+	if err := e.q.Unregister(e.ctx, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	hb := e.get(t, j.ID).HeldBack
+	if hb == nil || hb.Reason != job.HeldWorkerGone || !strings.Contains(hb.Message, `"w1"`) {
+		t.Fatalf("held back %+v, want worker_gone naming w1", hb)
+	}
+}
