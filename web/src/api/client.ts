@@ -2,7 +2,8 @@
 // shape turned into ApiError with a message a person can read.
 
 import type {
-  HistoryBacklog, Job, JobEvent, JobPage, Limit, LimitStatus, QueueStats, Readiness, Schedule, Storage, Throughput, Worker,
+  BulkRequest, BulkResult, HistoryBacklog, Job, JobEvent, JobPage, Limit, LimitStatus, LiveJobFilter, QueueStats, Readiness, Schedule,
+  Storage, Throughput, Worker,
 } from "./types";
 
 const keyStorage = "sundial.apiKey";
@@ -62,8 +63,8 @@ export function describeError(err: unknown): string {
 
 export const unauthorizedListeners = new Set<() => void>();
 
-export async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
-  const headers: Record<string, string> = {};
+export async function request<T>(method: string, path: string, body?: unknown, extra?: Record<string, string>): Promise<T> {
+  const headers: Record<string, string> = { ...extra };
   const key = getApiKey();
   if (key) headers.Authorization = `Bearer ${key}`;
   if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -109,6 +110,16 @@ export interface JobFilter {
   to?: string;
 }
 
+/** isNoHistory tells the API's answer when it runs without a history store (GET /v1/jobs). */
+export function isNoHistory(err: unknown): boolean {
+  return err instanceof ApiError && err.status === 503 && /history store not configured/i.test(err.message);
+}
+
+/** bulkRequestId makes an X-Request-Id for a bulk action, so its progress messages on the stream can be told apart. */
+export function bulkRequestId(): string {
+  return "dash-bulk-" + Date.now().toString(36) + "-" + Math.random().toString(36).slice(2, 10);
+}
+
 export const api = {
   searchJobs: (f: JobFilter, cursor?: string, limit = 100) =>
     request<JobPage>("GET", "/v1/jobs" + qs({ ...f, cursor, limit: String(limit) })),
@@ -127,6 +138,12 @@ export const api = {
   putLimit: (q: string, name: string, limit: Limit) =>
     request<LimitStatus>("PUT", `/v1/queues/${enc(q)}/limits/${enc(name)}`, limit),
   deleteLimit: (q: string, name: string) => request<void>("DELETE", `/v1/queues/${enc(q)}/limits/${enc(name)}`),
+  /** liveJobs pages through one live state of a queue, from Redis (no history store needed). */
+  liveJobs: (q: string, f: LiveJobFilter, cursor?: string, limit = 100) =>
+    request<JobPage>("GET", `/v1/queues/${enc(q)}/jobs` + qs({ state: f.state, type: f.type, priority: f.priority, cursor, limit: String(limit) })),
+  /** bulk acts on a selection of a queue's jobs in one request; requestId names it in the stream's progress messages. */
+  bulk: (q: string, body: BulkRequest, requestId?: string) =>
+    request<BulkResult>("POST", `/v1/queues/${enc(q)}/jobs/bulk`, body, requestId ? { "X-Request-Id": requestId } : undefined),
   dead: (q: string, cursor?: string, limit = 100) =>
     request<JobPage>("GET", `/v1/queues/${enc(q)}/dead` + qs({ cursor, limit: String(limit) })),
   retryDead: (q: string, ids?: string[]) =>

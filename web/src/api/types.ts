@@ -42,6 +42,47 @@ export interface JobPage {
   next_cursor: string;
 }
 
+/** The states GET /v1/queues/{q}/jobs lists from Redis; the others are in the history store only. */
+export type LiveState = "queued" | "scheduled" | "waiting" | "active" | "dead";
+export const liveStates: LiveState[] = ["queued", "scheduled", "waiting", "active", "dead"];
+
+export interface LiveJobFilter {
+  state?: LiveState;
+  type?: string;
+  priority?: Priority;
+}
+
+export type BulkAction = "retry" | "cancel" | "delete" | "move";
+
+/** BulkFilter selects jobs by what they are; {} is every dead job of the queue. */
+export interface BulkFilter {
+  state?: LiveState;
+  type?: string;
+  error_contains?: string;
+  /** RFC 3339: dead jobs that died at or after it; other states, created at or after it. */
+  since?: string;
+}
+
+/** POST /v1/queues/{q}/jobs/bulk: ids or a filter, never both. */
+export interface BulkRequest {
+  action: BulkAction;
+  ids?: string[];
+  filter?: BulkFilter;
+  to_queue?: string;
+}
+
+/** A bulk action's answer, and its progress on the stream (done false). */
+export interface BulkResult {
+  id: string;
+  action: BulkAction;
+  queue: string;
+  to_queue?: string;
+  matched: number;
+  count: number;
+  scanned: number;
+  done: boolean;
+}
+
 export interface JobEvent {
   type: string;
   at: string;
@@ -187,7 +228,7 @@ export interface StatsMessage {
   at: string;
 }
 
-export type StreamMessage = { kind: "event"; event: StreamEvent } | StatsMessage;
+export type StreamMessage = { kind: "event"; event: StreamEvent } | StatsMessage | { kind: "bulk"; bulk: BulkResult };
 
 export interface MinuteCount {
   minute: string;

@@ -104,12 +104,14 @@ export interface ConfirmProps {
   confirmLabel: string;
   danger?: boolean;
   busy?: boolean;
+  /** disabled: nothing to confirm (yet) */
+  disabled?: boolean;
   onConfirm: () => void;
   onCancel: () => void;
 }
 
 /** Confirm asks before a destructive action, in a modal dialog. */
-export function Confirm({ open, title, body, confirmLabel, danger, busy, onConfirm, onCancel }: ConfirmProps) {
+export function Confirm({ open, title, body, confirmLabel, danger, busy, disabled, onConfirm, onCancel }: ConfirmProps) {
   const ref = useRef<HTMLDialogElement>(null);
   const titleId = useId();
   useEffect(() => {
@@ -129,7 +131,7 @@ export function Confirm({ open, title, body, confirmLabel, danger, busy, onConfi
       <div className="dialog-body">{body}</div>
       <div className="dialog-actions">
         <button type="button" onClick={onCancel}>Cancel</button>
-        <button type="button" className={danger ? "danger" : "primary"} onClick={onConfirm} disabled={busy} autoFocus>
+        <button type="button" className={danger ? "danger" : "primary"} onClick={onConfirm} disabled={busy || disabled} autoFocus>
           {busy ? "Working…" : confirmLabel}
         </button>
       </div>

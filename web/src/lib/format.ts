@@ -51,3 +51,19 @@ export function json(v: unknown): string {
 export function shortId(id: string): string {
   return id.length > 14 ? "…" + id.slice(-10) : id;
 }
+
+/** toInput turns an RFC 3339 time into a datetime-local value (local time). */
+export function toInput(iso: string | null | undefined): string {
+  if (!iso) return "";
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return "";
+  const off = d.getTimezoneOffset() * 60_000;
+  return new Date(d.getTime() - off).toISOString().slice(0, 16);
+}
+
+/** fromInput turns a datetime-local value (local time) into RFC 3339, undefined when empty or bad. */
+export function fromInput(v: string): string | undefined {
+  if (!v) return undefined;
+  const d = new Date(v);
+  return Number.isNaN(d.getTime()) ? undefined : d.toISOString();
+}

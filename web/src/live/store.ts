@@ -3,7 +3,7 @@
 // API stops sending stats (its Redis is unreachable).
 
 import { useSyncExternalStore } from "react";
-import type { StreamMessage } from "../api/types";
+import type { BulkResult, StreamMessage } from "../api/types";
 import { emptyLive, reduceBatch, type LiveData } from "./reduce";
 import { StreamClient, type StreamClientOptions, type StreamStatus } from "./stream";
 
@@ -18,7 +18,12 @@ export interface LiveSnapshot {
   held: number;
   /** stale: the socket is open but stats stopped (the API cannot read Redis). */
   stale: boolean;
+  /** bulks: the latest progress of recent bulk actions by request id (kept while paused too: a bulk action's progress is not a list that jumps). */
+  bulks: ReadonlyMap<string, BulkResult>;
 }
+
+/** maxBulks bounds the bulk actions whose progress is kept. */
+export const maxBulks = 20;
 
 type Listener = () => void;
 
@@ -33,7 +38,7 @@ export class LiveStore {
 
   constructor(now: () => number = () => Date.now()) {
     this.now = now;
-    this.snap = { data: this.live, status: { state: "closed", attempt: 0 }, paused: false, held: 0, stale: false };
+    this.snap = { data: this.live, status: { state: "closed", attempt: 0 }, paused: false, held: 0, stale: false, bulks: new Map() };
   }
 
   subscribe = (l: Listener) => {
@@ -51,10 +56,22 @@ export class LiveStore {
   /** receive folds a batch in; exported for tests and the stream client. */
   receive = (batch: StreamMessage[]) => {
     this.live = reduceBatch(this.live, batch, this.now());
+    let bulks: Map<string, BulkResult> | undefined;
+    for (const m of batch) {
+      if (m.kind !== "bulk" || !m.bulk?.id) continue;
+      bulks ??= new Map(this.snap.bulks);
+      bulks.delete(m.bulk.id);
+      bulks.set(m.bulk.id, m.bulk);
+    }
+    if (bulks) for (const id of bulks.keys()) {
+      if (bulks.size <= maxBulks) break;
+      bulks.delete(id);
+    }
+    const extra = bulks ? { bulks } : {};
     if (this.snap.paused) {
-      this.publish({ held: this.snap.held + batch.length, stale: false });
+      this.publish({ held: this.snap.held + batch.length, stale: false, ...extra });
     } else {
-      this.publish({ data: this.live, stale: false });
+      this.publish({ data: this.live, stale: false, ...extra });
     }
   };
 

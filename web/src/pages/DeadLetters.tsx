@@ -1,16 +1,54 @@
-// Dead letters per queue: inspect, retry selected or all, purge selected
-// or all. Every action is confirmed first.
+// Dead letters per queue: inspect, retry or purge the selected jobs, all of
+// them, or retry every dead job matching a filter (type, error, since). Each
+// is one request to the bulk route, confirmed first; its progress comes from
+// the stream's bulk messages.
 
 import { useMemo, useState } from "react";
-import { useInfiniteQuery, useQueryClient } from "@tanstack/react-query";
+import { useInfiniteQuery, useQuery, useQueryClient, type UseQueryResult } from "@tanstack/react-query";
 import { Link } from "wouter";
-import { api, describeError } from "../api/client";
+import { api, bulkRequestId, describeError } from "../api/client";
+import type { BulkAction, BulkFilter, BulkRequest } from "../api/types";
 import { useLive } from "../live/store";
 import { JobTable } from "../components/JobTable";
+import { BulkProgress, describeBulk } from "../components/Bulk";
 import { Confirm, Empty, ErrorBanner } from "../components/ui";
-import { num } from "../lib/format";
+import { ago, fromInput, num } from "../lib/format";
+import { previewDead, type DeadPreview } from "../lib/bulk";
 
-type Action = { kind: "retry" | "purge"; all: boolean };
+type Action = { kind: "retry" | "purge"; all: boolean } | { kind: "filter"; filter: BulkFilter };
+
+/** describeFilter says in words which dead jobs a filter selects. */
+export function describeFilter(f: BulkFilter): string {
+  const parts: string[] = [];
+  if (f.type) parts.push(`of type ${f.type}`);
+  if (f.error_contains) parts.push(`whose error contains “${f.error_contains}”`);
+  if (f.since) parts.push(`that died since ${new Date(f.since).toLocaleString()}`);
+  return parts.join(", ");
+}
+
+function FilterPreview({ queue, filter, preview }: { queue: string; filter: BulkFilter; preview: UseQueryResult<DeadPreview> }) {
+  const what = describeFilter(filter);
+  if (preview.isLoading) return <p>Counting the dead jobs of <strong>{queue}</strong>{what ? " " + what : ""}…</p>;
+  if (preview.error || !preview.data) return <ErrorBanner error={preview.error} />;
+  const r = preview.data;
+  return (
+    <div data-testid="bulk-preview" data-count={r.count}>
+      <p>
+        Queue again, with attempts reset to 0, {r.count === 0 ? "no" : r.complete ? "the" : "at least"}{" "}
+        <strong data-testid="bulk-preview-count">{num(r.count)}</strong> dead job{r.count === 1 ? "" : "s"} of <strong>{queue}</strong>{what ? " " + what : ""}
+        {r.complete ? "." : ` (the first ${num(r.scanned)} read; the server finds every one).`}
+      </p>
+      {r.sample.length ? (
+        <ul className="bulk-sample" aria-label="Some of the jobs it retries">
+          {r.sample.map((j) => (
+            <li key={j.id}><span className="mono">{j.id}</span> · <span className="mono">{j.type}</span> · died {ago(j.finished_at)} · {j.last_error}</li>
+          ))}
+          {r.count > r.sample.length ? <li className="muted">…and {num(r.count - r.sample.length)} more</li> : null}
+        </ul>
+      ) : null}
+    </div>
+  );
+}
 
 export function DeadLetters({ queue }: { queue?: string }) {
   const queues = useLive((s) => s.data.stats?.queues) ?? [];
@@ -19,8 +57,9 @@ export function DeadLetters({ queue }: { queue?: string }) {
   const qc = useQueryClient();
   const [selected, setSelected] = useState<Set<string>>(new Set());
   const [action, setAction] = useState<Action | null>(null);
-  const [busy, setBusy] = useState(false);
+  const [running, setRunning] = useState<{ id: string; action: BulkAction } | null>(null);
   const [message, setMessage] = useState<{ ok: boolean; text: string } | null>(null);
+  const [form, setForm] = useState({ type: "", error: "", since: "" });
 
   const list = useInfiniteQuery({
     queryKey: ["dead", name, deadCount],
@@ -30,29 +69,47 @@ export function DeadLetters({ queue }: { queue?: string }) {
     enabled: !!name,
   });
   const jobs = useMemo(() => list.data?.pages.flatMap((p) => p.jobs) ?? [], [list.data]);
+  // What a retry by filter selects, read from the live list while its confirmation is open.
+  const previewFilter = action?.kind === "filter" ? action.filter : null;
+  const preview = useQuery({
+    queryKey: ["dead-preview", name, previewFilter],
+    queryFn: () => previewDead(name!, previewFilter!),
+    enabled: !!name && previewFilter !== null,
+    retry: false,
+    staleTime: 0,
+    gcTime: 0,
+  });
 
   const run = async () => {
     if (!action || !name) return;
-    setBusy(true);
-    const ids = action.all ? undefined : [...selected];
+    const a = action;
+    const body: BulkRequest =
+      a.kind === "filter" ? { action: "retry", filter: a.filter }
+        : { action: a.kind === "retry" ? "retry" : "delete", ...(a.all ? { filter: {} } : { ids: [...selected] }) };
+    const id = bulkRequestId();
+    setAction(null);
+    setMessage(null);
+    setRunning({ id, action: body.action });
     try {
-      if (action.kind === "retry") {
-        const r = await api.retryDead(name, ids);
-        setMessage({ ok: true, text: `Requeued ${r.retried} job${r.retried === 1 ? "" : "s"}.` });
-      } else {
-        const r = await api.purgeDead(name, ids);
-        setMessage({ ok: true, text: `Deleted ${r.deleted} dead job${r.deleted === 1 ? "" : "s"}; their history stays.` });
-      }
-      setSelected(new Set());
+      const r = await api.bulk(name, body, id);
+      let text = describeBulk(r);
+      if (body.action === "delete") text += " Their history stays in the history store.";
+      setMessage({ ok: true, text });
+      if (a.kind !== "filter") setSelected(new Set());
     } catch (err) {
       setMessage({ ok: false, text: describeError(err) });
     }
-    setBusy(false);
-    setAction(null);
+    setRunning(null);
     qc.invalidateQueries({ queryKey: ["dead"] });
   };
 
-  const count = action?.all ? (deadCount ?? jobs.length) : selected.size;
+  const filter: BulkFilter = {
+    ...(form.type.trim() ? { type: form.type.trim() } : {}),
+    ...(form.error ? { error_contains: form.error } : {}),
+    ...(fromInput(form.since) ? { since: fromInput(form.since) } : {}),
+  };
+  const count = action?.kind === "retry" || action?.kind === "purge" ? (action.all ? (deadCount ?? jobs.length) : selected.size) : 0;
+  const busy = running !== null;
   return (
     <>
       <div className="page-head">
@@ -67,19 +124,44 @@ export function DeadLetters({ queue }: { queue?: string }) {
       </nav>
       {!name ? <Empty>No queues yet.</Empty> : (
         <>
+          {running ? <BulkProgress requestId={running.id} action={running.action} /> : null}
           {message ? (
-            <div className={message.ok ? "banner ok" : "banner error"} role="status">
+            <div className={message.ok ? "banner ok" : "banner error"} role="status" data-testid="bulk-outcome">
               {message.text} <button type="button" className="link" onClick={() => setMessage(null)}>Dismiss</button>
             </div>
           ) : null}
           <ErrorBanner error={list.error} />
+          <form
+            className="filters"
+            aria-label="Retry dead jobs by filter"
+            onSubmit={(e) => {
+              e.preventDefault();
+              setAction({ kind: "filter", filter });
+            }}
+          >
+            <div className="filter">
+              <label htmlFor="d-type">Type</label>
+              <input id="d-type" value={form.type} onChange={(e) => setForm({ ...form, type: e.target.value })} placeholder="any type" />
+            </div>
+            <div className="filter">
+              <label htmlFor="d-error">Error contains</label>
+              <input id="d-error" value={form.error} onChange={(e) => setForm({ ...form, error: e.target.value })} placeholder="any error" />
+            </div>
+            <div className="filter">
+              <label htmlFor="d-since">Died since</label>
+              <input id="d-since" type="datetime-local" value={form.since} onChange={(e) => setForm({ ...form, since: e.target.value })} />
+            </div>
+            <div className="filter-actions">
+              <button type="submit" disabled={!deadCount || busy}>Retry matching…</button>
+            </div>
+          </form>
           <div className="toolbar" role="group" aria-label="Dead-letter actions">
             <span>{selected.size} selected</span>
-            <button type="button" disabled={selected.size === 0} onClick={() => setAction({ kind: "retry", all: false })}>Retry selected</button>
-            <button type="button" disabled={selected.size === 0} onClick={() => setAction({ kind: "purge", all: false })} className="danger-outline">Purge selected</button>
+            <button type="button" disabled={selected.size === 0 || busy} onClick={() => setAction({ kind: "retry", all: false })}>Retry selected</button>
+            <button type="button" disabled={selected.size === 0 || busy} onClick={() => setAction({ kind: "purge", all: false })} className="danger-outline">Purge selected</button>
             <span className="spacer" />
-            <button type="button" disabled={!deadCount} onClick={() => setAction({ kind: "retry", all: true })}>Retry all</button>
-            <button type="button" disabled={!deadCount} onClick={() => setAction({ kind: "purge", all: true })} className="danger-outline">Purge all</button>
+            <button type="button" disabled={!deadCount || busy} onClick={() => setAction({ kind: "retry", all: true })}>Retry all</button>
+            <button type="button" disabled={!deadCount || busy} onClick={() => setAction({ kind: "purge", all: true })} className="danger-outline">Purge all</button>
           </div>
           {jobs.length === 0 && !list.isLoading ? (
             <Empty>No dead jobs in <strong>{name}</strong>.</Empty>
@@ -101,14 +183,17 @@ export function DeadLetters({ queue }: { queue?: string }) {
       )}
       <Confirm
         open={action !== null}
-        title={action?.kind === "retry" ? "Retry dead jobs?" : "Purge dead jobs?"}
+        title={action?.kind === "purge" ? "Purge dead jobs?" : action?.kind === "filter" ? "Retry matching dead jobs?" : "Retry dead jobs?"}
         body={
-          action?.kind === "retry"
-            ? <p>Queue {action.all ? "every" : num(count)} dead job{count === 1 ? "" : "s"} of <strong>{name}</strong> again{action.all ? ` (${num(count)})` : ""}, with attempts reset to 0?</p>
-            : <p>Delete {action?.all ? "every" : num(count)} dead job{count === 1 ? "" : "s"} of <strong>{name}</strong>{action?.all ? ` (${num(count)})` : ""} from Redis? This cannot be undone; their history stays in the history store.</p>
+          action?.kind === "filter" && name
+            ? <FilterPreview queue={name} filter={action.filter} preview={preview} />
+            : action?.kind === "retry"
+              ? <p>Queue {action.all ? "every" : num(count)} dead job{count === 1 ? "" : "s"} of <strong>{name}</strong> again{action.all ? ` (${num(count)})` : ""}, with attempts reset to 0?</p>
+              : <p>Delete {action?.kind === "purge" && action.all ? "every" : num(count)} dead job{count === 1 ? "" : "s"} of <strong>{name}</strong>{action?.kind === "purge" && action.all ? ` (${num(count)})` : ""} from Redis? This cannot be undone; their history stays in the history store.</p>
         }
-        confirmLabel={action?.kind === "retry" ? "Retry" : "Purge"}
+        confirmLabel={action?.kind === "purge" ? "Purge" : action?.kind === "filter" ? "Retry matching" : "Retry"}
         danger={action?.kind === "purge"}
+        disabled={action?.kind === "filter" && !preview.data?.count}
         busy={busy}
         onConfirm={run}
         onCancel={() => setAction(null)}

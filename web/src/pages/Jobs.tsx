@@ -1,31 +1,39 @@
-// Jobs: search the history with filters kept in the URL, cursor paging,
-// rows that follow the stream, and bulk cancel and retry.
+// Jobs: the live list of a queue from Redis (a queue and a live state
+// chosen, or no history store) or the history search, with filters kept in
+// the URL, cursor paging, rows that follow the stream, and bulk cancel,
+// retry and delete through the bulk route (one request per queue).
 
-import { useMemo, useState } from "react";
+import { useEffect, useMemo, useState } from "react";
 import { useInfiniteQuery, useQuery, useQueryClient } from "@tanstack/react-query";
 import { Link, useLocation } from "wouter";
-import { api, type JobFilter } from "../api/client";
-import { jobStates, type Job } from "../api/types";
+import { api, isNoHistory, type JobFilter } from "../api/client";
+import { jobStates, type BulkAction, type Job, type Priority } from "../api/types";
 import { useLive } from "../live/store";
 import { JobTable } from "../components/JobTable";
+import { BulkProgress, describeBulk } from "../components/Bulk";
 import { Confirm, Empty, ErrorBanner } from "../components/ui";
 import { useParams } from "../lib/params";
-import { runBulk, type BulkResult } from "../lib/bulk";
-import { describeError } from "../api/client";
+import { bulkByIds, type BulkOutcome } from "../lib/bulk";
+import { fromInput, toInput } from "../lib/format";
+import { chooseSource, liveOrder } from "../lib/source";
 
-/** toInput turns an RFC 3339 time into a datetime-local value (local time). */
-function toInput(iso: string | null): string {
-  if (!iso) return "";
-  const d = new Date(iso);
-  if (Number.isNaN(d.getTime())) return "";
-  const off = d.getTimezoneOffset() * 60_000;
-  return new Date(d.getTime() - off).toISOString().slice(0, 16);
-}
+const heldReasons: Record<string, string> = {
+  no_handler: "waiting for a worker that handles their type",
+  limit: "held back by a limit",
+  paused: "held by the pause of their queue",
+  dependencies: "waiting for dependencies",
+  scheduled: "scheduled for later",
+};
 
-function fromInput(v: string): string | undefined {
-  if (!v) return undefined;
-  const d = new Date(v);
-  return Number.isNaN(d.getTime()) ? undefined : d.toISOString();
+/** historyAvailable asks once (a minute) whether the API has a history store. */
+async function historyAvailable(): Promise<boolean> {
+  try {
+    await api.searchJobs({}, undefined, 1);
+    return true;
+  } catch (e) {
+    // Any other failure: the history search itself will show it.
+    return !isNoHistory(e);
+  }
 }
 
 export function Jobs() {
@@ -38,6 +46,8 @@ export function Jobs() {
     from: params.get("from") ?? undefined,
     to: params.get("to") ?? undefined,
   };
+  const priority = (params.get("priority") ?? undefined) as Priority | undefined;
+  const held = params.get("held") ?? "";
   const id = params.get("id") ?? "";
   const queues = useLive((s) => s.data.stats?.queues);
   const liveJobs = useLive((s) => s.data.jobs);
@@ -45,27 +55,58 @@ export function Jobs() {
   const queueNames = [...new Set([...(queues ?? []).map((q) => q.name), ...(filter.queue ? [filter.queue] : [])])].sort();
   const qc = useQueryClient();
   const [selected, setSelected] = useState<Set<string>>(new Set());
-  const [action, setAction] = useState<"cancel" | "retry" | null>(null);
-  const [busy, setBusy] = useState(false);
-  const [outcome, setOutcome] = useState<{ action: string; r: BulkResult } | null>(null);
+  const [action, setAction] = useState<BulkAction | null>(null);
+  const [running, setRunning] = useState<{ id: string; action: BulkAction } | null>(null);
+  const [outcome, setOutcome] = useState<BulkOutcome | null>(null);
+
+  // Asked only when the filter alone does not point at the live list.
+  const needProbe = !id && chooseSource(filter, undefined).kind === "probing";
+  const probe = useQuery({ queryKey: ["history-available"], queryFn: historyAvailable, staleTime: 60_000, enabled: needProbe });
+  const source = chooseSource(filter, probe.data, queueNames[0]);
 
   const search = useInfiniteQuery({
     queryKey: ["jobs", filter],
     queryFn: ({ pageParam }) => api.searchJobs(filter, pageParam || undefined),
     initialPageParam: "",
     getNextPageParam: (last) => last.next_cursor || undefined,
-    enabled: !id,
+    enabled: !id && source.kind === "history",
+  });
+  const liveQueue = source.kind === "live" ? source.queue : "";
+  const liveState = source.kind === "live" ? source.state : undefined;
+  const live = useInfiniteQuery({
+    queryKey: ["live-jobs", liveQueue, liveState, filter.type, priority, held],
+    queryFn: ({ pageParam }) =>
+      api.liveJobs(liveQueue, { state: liveState, type: filter.type, priority }, pageParam || undefined, held ? 500 : 100),
+    initialPageParam: "",
+    getNextPageParam: (last) => last.next_cursor || undefined,
+    enabled: !id && source.kind === "live",
   });
   const one = useQuery({ queryKey: ["job", id], queryFn: () => api.getJob(id), enabled: !!id, retry: false });
+  const liveMode = source.kind === "live";
+  const list = liveMode ? live : search;
+  const pages = list.data?.pages;
 
-  const jobs: Job[] = useMemo(() => (id ? (one.data ? [one.data] : []) : (search.data?.pages.flatMap((p) => p.jobs) ?? [])), [id, one.data, search.data]);
+  const loaded = useMemo(() => pages?.flatMap((p) => p.jobs) ?? [], [pages]);
+  const heldOnly = liveMode ? held : "";
+  const jobs: Job[] = id ? (one.data ? [one.data] : []) : heldOnly ? loaded.filter((j) => j.held_back?.reason === heldOnly) : loaded;
+
+  // A filter by type, priority or reason may leave pages short, even empty,
+  // with more to read: follow the cursor a few pages (a bounded number).
+  const pagesRead = list.data?.pages.length ?? 0;
+  const autoPages = held ? 20 : 5;
+  const { hasNextPage, isFetching, fetchNextPage } = list;
+  useEffect(() => {
+    if (id || source.kind !== "live" || !hasNextPage || isFetching) return;
+    if (jobs.length < 50 && pagesRead < autoPages) fetchNextPage();
+  }, [id, source.kind, hasNextPage, isFetching, fetchNextPage, jobs.length, pagesRead, autoPages]);
 
   // Jobs the stream reported since the list was loaded that match the filter but are not listed.
-  const [fq, ft, fs] = [filter.queue, filter.type, filter.state];
+  const [fq, ft] = [source.kind === "live" ? source.queue : filter.queue, filter.type];
+  const fs = source.kind === "live" ? source.state : filter.state;
   const unseen = (() => {
-    if (id) return 0;
+    if (id || held) return 0;
     const listed = new Set(jobs.map((j) => j.id));
-    const since = search.dataUpdatedAt;
+    const since = list.dataUpdatedAt;
     let n = 0;
     for (const e of liveJobs.values()) {
       if (listed.has(e.job_id) || Date.parse(e.at) < since) continue;
@@ -79,16 +120,39 @@ export function Jobs() {
 
   const doBulk = async () => {
     if (!action) return;
-    setBusy(true);
-    const ids = [...selected];
-    const r = await runBulk(ids, (jid) => (action === "cancel" ? api.cancelJob(jid) : api.retryJob(jid)));
-    setBusy(false);
+    const a = action;
+    const chosen = jobs.filter((j) => selected.has(j.id));
     setAction(null);
-    setOutcome({ action, r });
+    setOutcome(null);
+    const r = await bulkByIds(a, chosen, (rid) => setRunning({ id: rid, action: a }));
+    setRunning(null);
+    setOutcome(r);
     setSelected(new Set());
     qc.invalidateQueries({ queryKey: ["jobs"] });
+    qc.invalidateQueries({ queryKey: ["live-jobs"] });
   };
 
+  const sourceNote = (() => {
+    switch (source.kind) {
+      case "live":
+        return (
+          <>
+            Live from Redis: the <strong>{source.state}</strong> jobs of <strong>{source.queue}</strong>, {liveOrder[source.state]}
+            {held ? <>, only those {heldReasons[held] ?? held}</> : null}.{" "}
+            {source.why === "no-history"
+              ? "The API runs without a history store, so the page lists what Redis holds; succeeded and cancelled jobs are not listed."
+              : "The history search covers every queue and state: choose no queue, or a final state."}
+          </>
+        );
+      case "history":
+        return <>From the history store, newest first (jobs are recorded within a second or two). Choose a queue and a live state for the live list from Redis.</>;
+      default:
+        return null;
+    }
+  })();
+
+  const selectedCount = selected.size;
+  const verb = action === "cancel" ? "Cancel" : action === "delete" ? "Delete" : "Retry";
   return (
     <>
       <div className="page-head">
@@ -107,17 +171,19 @@ export function Jobs() {
             queue: String(f.get("queue") ?? "") || undefined,
             type: String(f.get("type") ?? "").trim() || undefined,
             state: String(f.get("state") ?? "") || undefined,
+            priority: String(f.get("priority") ?? "") || undefined,
             from: fromInput(String(f.get("from") ?? "")),
             to: fromInput(String(f.get("to") ?? "")),
             id: jid || undefined,
+            held: undefined,
           }, false);
           setSelected(new Set());
         }}
       >
         <div className="filter">
           <label htmlFor="f-queue">Queue</label>
-          <select id="f-queue" name="queue" defaultValue={filter.queue ?? ""} key={"q" + (filter.queue ?? "")}>
-            <option value="">all</option>
+          <select id="f-queue" name="queue" defaultValue={filter.queue ?? ""} key={"q" + (filter.queue ?? "") + queueNames.length}>
+            <option value="">{probe.data === false ? `first (${queueNames[0] ?? "none"})` : "all"}</option>
             {queueNames.map((q) => <option key={q} value={q}>{q}</option>)}
           </select>
         </div>
@@ -130,6 +196,15 @@ export function Jobs() {
           <select id="f-state" name="state" defaultValue={filter.state ?? ""} key={"s" + (filter.state ?? "")}>
             <option value="">any</option>
             {jobStates.map((s) => <option key={s} value={s}>{s}</option>)}
+          </select>
+        </div>
+        <div className="filter">
+          <label htmlFor="f-priority">Priority (live list)</label>
+          <select id="f-priority" name="priority" defaultValue={priority ?? ""} key={"p" + (priority ?? "")}>
+            <option value="">any</option>
+            <option value="high">high</option>
+            <option value="normal">normal</option>
+            <option value="low">low</option>
           </select>
         </div>
         <div className="filter">
@@ -150,40 +225,55 @@ export function Jobs() {
         </div>
       </form>
 
-      <ErrorBanner error={id ? one.error : search.error} />
+      {!id && sourceNote ? <p className="muted source-note" data-testid="jobs-source" data-source={source.kind}>{sourceNote}</p> : null}
+      <ErrorBanner error={id ? one.error : list.error} />
+      {running ? <BulkProgress requestId={running.id} action={running.action} /> : null}
       {outcome ? (
-        <div className={outcome.r.failed.length ? "banner warn" : "banner ok"} role="status">
-          {outcome.action === "cancel" ? "Cancelled" : "Retried"} {outcome.r.ok} job{outcome.r.ok === 1 ? "" : "s"}.
-          {outcome.r.failed.length ? ` ${outcome.r.failed.length} could not be: ${describeError(outcome.r.failed[0].error)}` : ""}
+        <div className={outcome.failed.length || outcome.count < outcome.matched ? "banner warn" : "banner ok"} role="status" data-testid="bulk-outcome">
+          {describeBulk(outcome)}
           <button type="button" className="link" onClick={() => setOutcome(null)}>Dismiss</button>
         </div>
       ) : null}
 
       <div className="toolbar" role="group" aria-label="Selection">
-        <span>{selected.size} selected</span>
-        <button type="button" disabled={selected.size === 0} onClick={() => setAction("cancel")}>Cancel selected</button>
-        <button type="button" disabled={selected.size === 0} onClick={() => setAction("retry")}>Retry selected</button>
+        <span>{selectedCount} selected</span>
+        <button type="button" disabled={selectedCount === 0 || !!running} onClick={() => setAction("cancel")}>Cancel selected</button>
+        <button type="button" disabled={selectedCount === 0 || !!running} onClick={() => setAction("retry")}>Retry selected</button>
+        <button type="button" disabled={selectedCount === 0 || !!running} onClick={() => setAction("delete")} className="danger-outline">Delete selected</button>
         <span className="spacer" />
+        {source.kind === "live" && !id ? (
+          <button type="button" className="link" onClick={() => live.refetch()}>Refresh</button>
+        ) : null}
         {unseen > 0 ? (
-          <button type="button" className="link" onClick={() => search.refetch()} data-testid="unseen">
+          <button type="button" className="link" onClick={() => list.refetch()} data-testid="unseen">
             {unseen} new or changed job{unseen === 1 ? "" : "s"} not listed — refresh
           </button>
         ) : null}
       </div>
 
-      {jobs.length === 0 && !(search.isLoading || one.isLoading) ? (
-        <Empty>No jobs match. The search reads the history store, which records jobs within a second or two.</Empty>
+      {source.kind === "unavailable" && !id ? (
+        <Empty>The API runs without a history store, and Redis keeps no list of {source.state} jobs. Choose a live state: queued, scheduled, waiting, active or dead.</Empty>
+      ) : source.kind === "need-queue" && !id ? (
+        <Empty>The API runs without a history store: the jobs are listed from Redis, one queue at a time, and there is no queue yet.</Empty>
+      ) : jobs.length === 0 && !(list.isLoading || one.isLoading || (needProbe && probe.isLoading) || list.isFetching) ? (
+        <Empty>
+          {source.kind === "live"
+            ? <>No {source.state} jobs{held ? ` ${heldReasons[held] ?? held}` : ""} in <strong>{source.queue}</strong> match{list.hasNextPage ? " among those read so far" : ""}.</>
+            : "No jobs match. The search reads the history store, which records jobs within a second or two."}
+          {list.hasNextPage && !id ? <> <button type="button" className="link" onClick={() => list.fetchNextPage()}>Read further</button></> : null}
+        </Empty>
       ) : (
         <JobTable
           jobs={jobs}
           label="Jobs"
           selected={selected}
           onSelect={setSelected}
+          showError={source.kind === "live" && source.state === "dead"}
           footer={
-            search.hasNextPage && !id ? (
+            list.hasNextPage && !id ? (
               <div className="load-more">
-                <button type="button" onClick={() => search.fetchNextPage()} disabled={search.isFetchingNextPage}>
-                  {search.isFetchingNextPage ? "Loading…" : "Load more"}
+                <button type="button" onClick={() => list.fetchNextPage()} disabled={list.isFetchingNextPage}>
+                  {list.isFetchingNextPage ? "Loading…" : "Load more"}
                 </button>
               </div>
             ) : null
@@ -192,15 +282,17 @@ export function Jobs() {
       )}
       <Confirm
         open={action !== null}
-        title={action === "cancel" ? "Cancel jobs?" : "Retry jobs?"}
+        title={`${verb} jobs?`}
         body={
           action === "cancel"
-            ? <p>Cancel {selected.size} job{selected.size === 1 ? "" : "s"}? Running handlers are told to stop; jobs already finished are skipped.</p>
-            : <p>Queue {selected.size} job{selected.size === 1 ? "" : "s"} again with the attempt count reset? Only dead or cancelled jobs can be retried.</p>
+            ? <p>Cancel {selectedCount} job{selectedCount === 1 ? "" : "s"}? Running handlers are told to stop; jobs already finished are skipped.</p>
+            : action === "delete"
+              ? <p>Delete {selectedCount} job{selectedCount === 1 ? "" : "s"} from Redis? Only dead jobs are deleted (the others are skipped); this cannot be undone, their history stays in the history store.</p>
+              : <p>Queue {selectedCount} job{selectedCount === 1 ? "" : "s"} again with the attempt count reset? Only dead or cancelled jobs can be retried.</p>
         }
-        confirmLabel={action === "cancel" ? "Cancel jobs" : "Retry jobs"}
-        danger={action === "cancel"}
-        busy={busy}
+        confirmLabel={`${verb} jobs`}
+        danger={action === "cancel" || action === "delete"}
+        busy={!!running}
         onConfirm={doBulk}
         onCancel={() => setAction(null)}
       />

@@ -65,7 +65,13 @@ export function Queues() {
                     <dt>throttled by limits</dt>
                     <dd data-testid="queue-throttled">{q.throttled ? <strong className="warn-text">{num(q.throttled)}</strong> : "0"}</dd>
                     <dt>waiting for a handler</dt>
-                    <dd data-testid="queue-unhandled">{q.unhandled ? <strong className="warn-text">{num(q.unhandled)}</strong> : "0"}</dd>
+                    <dd data-testid="queue-unhandled">
+                      {q.unhandled ? (
+                        <Link href={`/jobs?queue=${encodeURIComponent(q.name)}&state=queued&held=no_handler`} aria-label={`${num(q.unhandled)} jobs of ${q.name} waiting for a handler: list them`}>
+                          <strong className="warn-text">{num(q.unhandled)}</strong>
+                        </Link>
+                      ) : "0"}
+                    </dd>
                     <dt>scheduled</dt><dd>{num(q.scheduled)}</dd>
                     <dt>active</dt><dd>{num(q.active)}</dd>
                     <dt>waiting on dependencies</dt><dd>{num(q.waiting)}</dd>

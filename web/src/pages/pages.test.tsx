@@ -80,14 +80,16 @@ describe("DeadLetters page", () => {
     liveStore.receive([{ kind: "stats", workers: 1, at: "", queues: [{ name: "mail", paused: false, queued: { high: 0, normal: 0, low: 0 }, scheduled: 0, active: 0, waiting: 0, dead: 3, succeeded_total: 0, failed_total: 3, processed_per_second: 0 }] }]);
     const calls = mockFetch({
       "GET /v1/queues/mail/dead": [200, { jobs: [], next_cursor: "" }],
-      "POST /v1/queues/mail/dead/retry": [200, { retried: 3 }],
+      "POST /v1/queues/mail/jobs/bulk": [200, { id: "x", action: "retry", queue: "mail", matched: 3, count: 3, scanned: 3, done: true }],
     });
     renderAt(<DeadLetters queue="mail" />, "/dead/mail");
     fireEvent.click(screen.getByRole("button", { name: "Retry all" }));
     expect(calls.some((c) => c.method === "POST")).toBe(false);
     fireEvent.click(screen.getByRole("button", { name: "Retry", hidden: true }));
-    expect(await screen.findByText("Requeued 3 jobs.")).toBeInTheDocument();
-    expect(calls.find((c) => c.method === "POST")).toMatchObject({ path: "/v1/queues/mail/dead/retry", body: undefined });
+    expect(await screen.findByText("Retried 3 jobs.")).toBeInTheDocument();
+    expect(calls.filter((c) => c.method === "POST")).toEqual([
+      expect.objectContaining({ path: "/v1/queues/mail/jobs/bulk", body: { action: "retry", filter: {} } }),
+    ]);
   });
 });
 

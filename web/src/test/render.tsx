@@ -19,12 +19,12 @@ export function renderAt(ui: ReactElement, path = "/") {
 
 /** mockFetch answers fetch calls from a table of "METHOD /path" → [status, body]. */
 export function mockFetch(routes: Record<string, [number, unknown] | ((body: unknown) => [number, unknown])>) {
-  const calls: { method: string; path: string; body: unknown }[] = [];
+  const calls: { method: string; path: string; body: unknown; headers: Record<string, string> }[] = [];
   const fn = async (input: RequestInfo | URL, init?: RequestInit) => {
     const url = new URL(String(input), "http://localhost");
     const method = init?.method ?? "GET";
     const body = init?.body ? JSON.parse(String(init.body)) : undefined;
-    calls.push({ method, path: url.pathname + url.search, body });
+    calls.push({ method, path: url.pathname + url.search, body, headers: { ...(init?.headers as Record<string, string> | undefined) } });
     const r = routes[`${method} ${url.pathname}`];
     if (!r) return new Response(JSON.stringify({ error: { code: "not_found", message: "no mock" } }), { status: 404 });
     const [status, data] = typeof r === "function" ? r(body) : r;
