@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -223,80 +222,11 @@ func (r *Relay) Lag(ctx context.Context) (time.Duration, error) {
 func (r *Relay) Run(ctx context.Context) error {
 	wake := r.store.Listen(ctx)
 	r.log.Info("outbox relay started", "lock_ttl", r.cfg.LockTTL.String())
-	for {
-		ok, err := r.lock.Acquire(ctx)
-		switch {
-		case ctx.Err() != nil:
-			r.log.Info("outbox relay stopped")
-			return nil
-		case err != nil:
-			r.log.Warn("outbox leader election failed; retrying", "err", err)
-		case ok:
-			r.lead(ctx, wake)
-			continue
-		}
-		if !sleep(ctx, r.cfg.AcquireInterval, nil) {
-			r.log.Info("outbox relay stopped")
-			return nil
-		}
-	}
-}
-
-// lead relays while this relay holds the lock, renewing it, and gives it
-// up when ctx ends.
-func (r *Relay) lead(ctx context.Context, wake <-chan struct{}) {
-	r.leader.Store(true)
-	defer r.leader.Store(false)
-	r.log.Info("leading: relaying the outbox")
-	leadCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		defer stop()
-		r.heartbeat(leadCtx)
-	})
-	r.relayLoop(leadCtx, wake)
-	stop()
-	wg.Wait()
-	if ctx.Err() != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		if err := r.lock.Release(rctx); err != nil {
-			r.log.Warn("could not release the outbox leader lock; it expires by itself", "err", err)
-		}
-		return
-	}
-	r.log.Warn("lost the outbox leader lock: no longer relaying")
-}
-
-// heartbeat renews the lock every RenewInterval and returns when it is
-// lost (another holds it, or it could not be renewed for LockTTL) or ctx
-// ends.
-func (r *Relay) heartbeat(ctx context.Context) {
-	lastOK := time.Now()
-	t := time.NewTicker(r.cfg.RenewInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		ok, err := r.lock.Renew(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			r.log.Warn("could not renew the outbox leader lock", "err", err)
-			if time.Since(lastOK) >= r.cfg.LockTTL-r.cfg.RenewInterval/2 {
-				return
-			}
-		case !ok:
-			return
-		default:
-			lastOK = time.Now()
-		}
-	}
+	e := &schedule.Election{Lease: r.lock, TTL: r.cfg.LockTTL, RenewInterval: r.cfg.RenewInterval,
+		AcquireInterval: r.cfg.AcquireInterval, Log: r.log, What: "relaying the outbox", Leader: &r.leader}
+	e.Run(ctx, func(ctx context.Context) { r.relayLoop(ctx, wake) })
+	r.log.Info("outbox relay stopped")
+	return nil
 }
 
 // relayLoop relays until ctx ends: at once again after a full batch, else
@@ -318,7 +248,7 @@ func (r *Relay) relayLoop(ctx context.Context, wake <-chan struct{}) {
 		default:
 			errDelay = 10 * time.Millisecond
 		}
-		if !sleep(ctx, wait, wake) {
+		if !schedule.Sleep(ctx, wait, wake) {
 			return
 		}
 	}
@@ -416,16 +346,3 @@ func crashPoint(step string) {
 	}
 }
 
-// sleep waits for d, a value on wake (when not nil), or the end of ctx,
-// and reports whether ctx is still alive.
-func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-	case <-wake:
-	}
-	return true
-}

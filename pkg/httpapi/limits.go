@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
-	"github.com/sundialhq/sundial/internal/jsonbody"
 	"github.com/sundialhq/sundial/pkg/queue"
 )
 
@@ -75,15 +74,9 @@ func (s *Server) putLimit(c *gin.Context) {
 	if err == nil {
 		err = checkQuery(c)
 	}
-	var data []byte
-	if err == nil {
-		data, err = readBody(c, s.cfg.MaxBodyBytes, false)
-	}
 	var in limitBody
 	if err == nil {
-		if derr := jsonbody.Decode(data, &in, jsonbody.Strict); derr != nil {
-			err = jsonError(derr, data, jsonbody.Where{})
-		}
+		err = s.decodeBody(c, &in)
 	}
 	name := c.Param("name")
 	if err == nil {

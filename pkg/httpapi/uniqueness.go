@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/sundialhq/sundial/internal/jsonbody"
 	"github.com/sundialhq/sundial/pkg/queue"
 )
 
@@ -61,15 +60,9 @@ func (s *Server) putUniqueness(c *gin.Context) {
 	if err == nil {
 		err = checkQuery(c)
 	}
-	var data []byte
-	if err == nil {
-		data, err = readBody(c, s.cfg.MaxBodyBytes, false)
-	}
 	var in uniquenessBody
 	if err == nil {
-		if derr := jsonbody.Decode(data, &in, jsonbody.Strict); derr != nil {
-			err = jsonError(derr, data, jsonbody.Where{})
-		}
+		err = s.decodeBody(c, &in)
 	}
 	if err == nil {
 		err = s.q.SetUniqueness(c.Request.Context(), q, queue.Uniqueness{Window: time.Duration(in.WindowSeconds) * time.Second, UntilFinished: in.UntilFinished})

@@ -134,81 +134,11 @@ func (s *Scheduler) Leader() bool { return s.leader.Load() }
 func (s *Scheduler) Run(ctx context.Context) error {
 	notices := s.subscribe(ctx)
 	s.log.Info("scheduler started", "lock_ttl", s.cfg.LockTTL.String())
-	for {
-		ok, err := s.lock.acquire(ctx)
-		switch {
-		case ctx.Err() != nil:
-			s.log.Info("scheduler stopped")
-			return nil
-		case err != nil:
-			s.log.Warn("leader election failed; retrying", "err", err)
-		case ok:
-			s.lead(ctx, notices)
-			continue
-		}
-		if !sleep(ctx, s.cfg.AcquireInterval, nil) {
-			s.log.Info("scheduler stopped")
-			return nil
-		}
-	}
-}
-
-// lead fires schedules while this scheduler holds the lock, renewing it,
-// and gives it up when ctx ends.
-func (s *Scheduler) lead(ctx context.Context, notices <-chan struct{}) {
-	s.leader.Store(true)
-	defer s.leader.Store(false)
-	s.log.Info("leading: firing schedules")
-	leadCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer stop()
-		s.heartbeat(leadCtx)
-	}()
-	s.fireLoop(leadCtx, notices)
-	stop()
-	wg.Wait()
-	if ctx.Err() != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		if err := s.lock.release(rctx); err != nil {
-			s.log.Warn("could not release the leader lock; it expires by itself", "err", err)
-		}
-		return
-	}
-	s.log.Warn("lost the leader lock: no longer firing")
-}
-
-// heartbeat renews the lock every RenewInterval and returns when it is lost
-// (another holds it, or it could not be renewed for LockTTL) or ctx ends.
-func (s *Scheduler) heartbeat(ctx context.Context) {
-	lastOK := time.Now()
-	t := time.NewTicker(s.cfg.RenewInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		ok, err := s.lock.renew(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			s.log.Warn("could not renew the leader lock", "err", err)
-			if time.Since(lastOK) >= s.cfg.LockTTL-s.cfg.RenewInterval/2 {
-				return
-			}
-		case !ok:
-			return
-		default:
-			lastOK = time.Now()
-		}
-	}
+	e := &Election{Lease: &Lease{*s.lock}, TTL: s.cfg.LockTTL, RenewInterval: s.cfg.RenewInterval,
+		AcquireInterval: s.cfg.AcquireInterval, Log: s.log, What: "firing schedules", Leader: &s.leader}
+	e.Run(ctx, func(ctx context.Context) { s.fireLoop(ctx, notices) })
+	s.log.Info("scheduler stopped")
+	return nil
 }
 
 // fireLoop fires due schedules until ctx ends: it sleeps until the earliest
@@ -230,7 +160,7 @@ func (s *Scheduler) fireLoop(ctx context.Context, notices <-chan struct{}) {
 				wait = min(wait, max(next.Sub(s.q.Now()), 0))
 			}
 		}
-		if wait > 0 && !sleep(ctx, wait, notices) {
+		if wait > 0 && !Sleep(ctx, wait, notices) {
 			return
 		}
 	}
@@ -263,19 +193,6 @@ func (s *Scheduler) subscribe(ctx context.Context) <-chan struct{} {
 	return out
 }
 
-// sleep waits for d, a value on wake (when not nil), or the end of ctx,
-// and reports whether ctx is still alive.
-func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-	case <-wake:
-	}
-	return true
-}
 
 // FireClient returns a queue client for SchedulerConfig.Fire: with the
 // engine options opts, over rdb's auto-pipeliner, which sends the guarded
