@@ -345,4 +345,3 @@ func crashPoint(step string) {
 		select {} // the signal is on its way
 	}
 }
-

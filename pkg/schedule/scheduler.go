@@ -193,7 +193,6 @@ func (s *Scheduler) subscribe(ctx context.Context) <-chan struct{} {
 	return out
 }
 
-
 // FireClient returns a queue client for SchedulerConfig.Fire: with the
 // engine options opts, over rdb's auto-pipeliner, which sends the guarded
 // submits of concurrent fires down one connection in batches. If rdb
