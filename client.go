@@ -86,11 +86,16 @@ type Job struct {
 	// IdempotencyKey makes a repeated submit harmless: within 24 hours the
 	// same key in the same queue returns the first job and creates nothing.
 	IdempotencyKey string
-	// DependsOn lists jobs of the same queue that must succeed first, by
-	// id; in SubmitMany also "#n", the n-th job of the same call. The job
-	// waits until they have; if one ends dead or cancelled, the job is
-	// cancelled.
+	// DependsOn lists jobs that must succeed first, by id; in SubmitMany
+	// also "#n", the n-th job of the same call. The job waits until they
+	// have; if one ends dead or cancelled, the job is
+	// cancelled (unless OnDependencyFailure is DependencyRun). A
+	// dependency may be in another queue.
 	DependsOn []string
+	// OnDependencyFailure is what happens to the job when a dependency
+	// ends dead or cancelled: DependencyCancel (the default: it is
+	// cancelled too) or DependencyRun (it runs anyway).
+	OnDependencyFailure string
 	// Group is the job's fairness group (a tenant): within one priority
 	// of a queue, groups take turns (docs/flow-control.md).
 	Group string
@@ -107,6 +112,7 @@ func (j Job) spec() (job.Spec, error) {
 	s := job.Spec{
 		Queue: j.Queue, Type: j.Type, Priority: j.Priority, Backoff: j.Backoff,
 		IdempotencyKey: j.IdempotencyKey, DependsOn: j.DependsOn, Group: j.Group, Traceparent: j.Traceparent,
+		OnDependencyFailure: j.OnDependencyFailure,
 	}
 	switch p := j.Payload.(type) {
 	case nil:
@@ -211,19 +217,7 @@ func (c *Client) SubmitMany(ctx context.Context, jobs []Job) ([]Submitted, error
 	built := make([]*job.Job, len(jobs))
 	for i, j := range jobs {
 		var err error
-		for _, mw := range c.mw {
-			if err = mw(ctx, &j); err != nil {
-				return nil, err
-			}
-		}
-		s, err := j.spec()
-		if err == nil {
-			err = c.q.ApplyTypeDefaults(ctx, &s)
-		}
-		if err == nil {
-			built[i], err = s.Build(now)
-		}
-		if err != nil {
+		if built[i], err = c.build(ctx, j, now); err != nil {
 			if fe, ok := err.(*job.FieldError); ok && len(jobs) > 1 {
 				return nil, fe.Prefix(fmt.Sprintf("jobs[%d]", i))
 			}
@@ -240,6 +234,30 @@ func (c *Client) SubmitMany(ctx context.Context, jobs []Job) ([]Submitted, error
 	}
 	return out, nil
 }
+
+// build runs the submit middleware on j, then validates it with its
+// type's declared defaults applied, as of now.
+func (c *Client) build(ctx context.Context, j Job, now time.Time) (*job.Job, error) {
+	for _, mw := range c.mw {
+		if err := mw(ctx, &j); err != nil {
+			return nil, err
+		}
+	}
+	s, err := j.spec()
+	if err == nil {
+		err = c.q.ApplyTypeDefaults(ctx, &s)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.Build(now)
+}
+
+// The policies of Job.OnDependencyFailure.
+const (
+	DependencyCancel = job.DependencyCancel // the job is cancelled with its failed dependency
+	DependencyRun    = job.DependencyRun    // the job runs anyway
+)
 
 // Get returns the job with id, from Redis, or from the history store when
 // the Client has one (WithHistory) and Redis no longer holds the job; else
