@@ -217,7 +217,7 @@ func (c *Client) SubmitMany(ctx context.Context, jobs []Job) ([]Submitted, error
 	built := make([]*job.Job, len(jobs))
 	for i, j := range jobs {
 		var err error
-		if built[i], err = c.build(ctx, j, now); err != nil {
+		if built[i], err = c.build(ctx, &j, now); err != nil {
 			if fe, ok := err.(*job.FieldError); ok && len(jobs) > 1 {
 				return nil, fe.Prefix(fmt.Sprintf("jobs[%d]", i))
 			}
@@ -235,11 +235,11 @@ func (c *Client) SubmitMany(ctx context.Context, jobs []Job) ([]Submitted, error
 	return out, nil
 }
 
-// build runs the submit middleware on j, then validates it with its
+// build runs the submit middleware on *j, then validates it with its
 // type's declared defaults applied, as of now.
-func (c *Client) build(ctx context.Context, j Job, now time.Time) (*job.Job, error) {
+func (c *Client) build(ctx context.Context, j *Job, now time.Time) (*job.Job, error) {
 	for _, mw := range c.mw {
-		if err := mw(ctx, &j); err != nil {
+		if err := mw(ctx, j); err != nil {
 			return nil, err
 		}
 	}

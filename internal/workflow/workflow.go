@@ -49,9 +49,13 @@ type Step struct {
 	// DependsOn must be empty: a step depends on other steps through
 	// After. Submit sets its DependsOn, and its IdempotencyKey when empty.
 	Job *job.Job
-	// After names the steps that must succeed first (or end, with the
-	// job's on_dependency_failure "run").
+	// After names the steps that must succeed first.
 	After []string
+	// OnDependencyFailure is the job's policy (job.Spec's, checked by its
+	// Build, which keeps it only on a job with dependencies): with
+	// job.DependencyRun the step runs when a step of After ends dead or
+	// cancelled, instead of being cancelled.
+	OnDependencyFailure string
 }
 
 // Check validates a workflow without storing anything: id, step names
@@ -115,6 +119,9 @@ func Submit(ctx context.Context, q *queue.Client, id string, steps []Step) (map[
 			}
 			if len(j.DependsOn) > 0 {
 				j.State = job.Waiting
+				if s.OnDependencyFailure == job.DependencyRun {
+					j.OnDependencyFailure = job.DependencyRun
+				}
 			}
 			jobs[n] = j
 		}
