@@ -15,7 +15,7 @@ import { chromium } from "playwright-core";
 import { mkdirSync, writeFileSync, existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { Stack, waitFor } from "./stack.mjs";
+import { Stack, freePort, waitFor } from "./stack.mjs";
 import { axePage, describe, failing } from "./a11y.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -143,7 +143,7 @@ async function flows(page) {
     const dialog = page.getByRole("dialog", { name: "Retry dead jobs?" });
     await dialog.waitFor();
     await dialog.getByRole("button", { name: "Retry" }).click();
-    await page.getByText("Requeued 1 job.").waitFor();
+    await page.getByTestId("bulk-outcome").getByText("Retried 1 job.").waitFor();
     await waitFor("a retried event", async () => (await stack.api("GET", `/v1/jobs/${j.id}/events`)).events.some((e) => e.type === "retried"), { timeoutMs: 15_000 });
     await page.goto(base + `/jobs/${j.id}`);
     await page.getByTestId("timeline").getByText("retried").waitFor({ timeout: 15_000 });
@@ -214,6 +214,11 @@ async function flows(page) {
     await page.goto(base + "/queues");
     const card = page.locator('[data-queue="e2e"]');
     await waitFor("unhandled > 0 in the queue's counts", async () => Number(await card.getByTestId("queue-unhandled").textContent()) > 0, { timeoutMs: 10_000 });
+    // The count links to the live list of the queue's jobs that wait for a handler.
+    await card.getByTestId("queue-unhandled").getByRole("link").click();
+    await page.waitForURL(/\/jobs\?queue=e2e&state=queued&held=no_handler$/);
+    await page.locator(`[data-job="${j.id}"]`).waitFor({ timeout: 15_000 });
+    check((await page.getByTestId("jobs-source").getAttribute("data-source")) === "live", "not the live list");
     await stack.api("POST", `/v1/jobs/${j.id}/cancel`);
   });
 
@@ -225,6 +230,89 @@ async function flows(page) {
     check((await page.getByLabel("State", { exact: true }).inputValue()) === "succeeded", "state filter lost");
     const states = await page.locator("[data-job] .badge").allTextContents();
     check(states.length > 0 && states.every((s) => s === "succeeded"), `states ${states}`);
+  });
+
+  await step("dead jobs of one type are retried by filter from the dead-letter page, with a preview, and run again", async () => {
+    const message = `e2e-bulk ${Date.now()}`;
+    const made = await stack.api("POST", "/v1/jobs/batch", {
+      jobs: Array.from({ length: 3 }, () => ({ queue: "e2e", type: "sundial.fail", payload: { times: 99, message }, max_attempts: 1 })),
+    });
+    const ids = made.jobs.map((j) => j.id);
+    await waitFor("the three jobs to be dead", async () => {
+      for (const id of ids) if ((await stack.api("GET", `/v1/jobs/${id}`)).state !== "dead") return false;
+      return true;
+    }, { timeoutMs: 20_000 });
+    await page.goto(base + "/dead/e2e");
+    await page.locator(`[data-job="${ids[0]}"]`).waitFor();
+    const form = page.getByRole("form", { name: "Retry dead jobs by filter" });
+    await form.getByLabel("Type", { exact: true }).fill("sundial.fail");
+    await form.getByLabel("Error contains", { exact: true }).fill(message);
+    // Died since: a minute ago, in the browser's local time (datetime-local).
+    const since = await page.evaluate(() => {
+      const d = new Date(Date.now() - 60_000);
+      return new Date(d.getTime() - d.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+    });
+    await form.getByLabel("Died since", { exact: true }).fill(since);
+    await form.getByRole("button", { name: "Retry matching…" }).click();
+    const dialog = page.getByRole("dialog", { name: "Retry matching dead jobs?" });
+    await dialog.getByTestId("bulk-preview-count").getByText("3", { exact: true }).waitFor({ timeout: 10_000 });
+    for (const id of ids) await dialog.getByText(id).waitFor();
+    await page.screenshot({ path: path.join(outDir, "dead-letters-retry-by-filter.png") });
+    await dialog.getByRole("button", { name: "Retry matching" }).click();
+    await page.getByTestId("bulk-outcome").getByText("Retried 3 jobs.").waitFor({ timeout: 15_000 });
+    // They run again (and, failing 99 times, die again): each has a retried event and a start after it.
+    await waitFor("each job to run after its retry", async () => {
+      for (const id of ids) {
+        const types = (await stack.api("GET", `/v1/jobs/${id}/events`)).events.map((e) => e.type);
+        const r = types.indexOf("retried");
+        if (r < 0 || !types.slice(r).includes("started")) return false;
+      }
+      return true;
+    }, { timeoutMs: 20_000 });
+    await page.goto(base + `/jobs/${ids[0]}`);
+    await page.getByTestId("timeline").getByText("retried").waitFor({ timeout: 15_000 });
+  });
+
+  await step("without a history store the Jobs page lists jobs live from Redis, and cancels the selected in one request", async () => {
+    // A second API on the same Redis, with SUNDIAL_HISTORY=off (GET /v1/jobs answers 503 there).
+    const port = await freePort();
+    const env = { ...stack.env, SUNDIAL_HISTORY: "off", SUNDIAL_HTTP_ADDR: `127.0.0.1:${port}` };
+    delete env.SUNDIAL_MONGO_URI;
+    stack.spawn("api-nohistory", path.join(stack.bin, "api"), [], { env });
+    const other = `http://127.0.0.1:${port}`;
+    try {
+      await waitFor("the API without history to be ready", async () => (await fetch(other + "/readyz")).ok, { timeoutMs: 30_000 });
+      check((await fetch(other + "/v1/jobs")).status === 503, "GET /v1/jobs does not answer 503 without a history store");
+      // No worker serves e2e-live: its jobs stay queued.
+      const made = await stack.api("POST", "/v1/jobs/batch", { jobs: Array.from({ length: 3 }, (_, i) => ({ queue: "e2e-live", type: "sundial.echo", payload: { i } })) });
+      const ids = made.jobs.map((j) => j.id);
+      await page.goto(other + "/jobs?queue=e2e-live");
+      const source = page.getByTestId("jobs-source");
+      await source.getByText("without a history store").waitFor();
+      check((await source.getAttribute("data-source")) === "live", "not the live list");
+      for (const id of ids) await page.locator(`[data-job="${id}"]`).getByText("queued").waitFor();
+      await page.screenshot({ path: path.join(outDir, "jobs-live-no-history.png") });
+      await page.getByRole("checkbox", { name: "Select all loaded rows" }).check();
+      await page.getByRole("button", { name: "Cancel selected" }).click();
+      const dialog = page.getByRole("dialog", { name: "Cancel jobs?" });
+      await dialog.getByRole("button", { name: "Cancel jobs" }).click();
+      await page.getByTestId("bulk-outcome").getByText("Cancelled 3 jobs.").waitFor({ timeout: 15_000 });
+      for (const id of ids) check((await stack.api("GET", `/v1/jobs/${id}`)).state === "cancelled", `job ${id} not cancelled`);
+      // A final state is the history's: the page says so instead of an error.
+      await page.goto(other + "/jobs?queue=e2e-live&state=succeeded");
+      await page.getByText("Redis keeps no list of succeeded jobs", { exact: false }).waitFor();
+    } finally {
+      await stack.stop("api-nohistory");
+    }
+  });
+
+  await step("with the history store, a queue and a live state read the live list", async () => {
+    await page.goto(base + "/jobs?queue=e2e&state=dead");
+    await page.locator("[data-job]").first().waitFor({ timeout: 15_000 });
+    check((await page.getByTestId("jobs-source").getAttribute("data-source")) === "live", "not the live list");
+    await page.goto(base + "/jobs?queue=e2e&state=succeeded");
+    await page.locator("[data-job]").first().waitFor({ timeout: 15_000 });
+    check((await page.getByTestId("jobs-source").getAttribute("data-source")) === "history", "not the history search");
   });
 }
 
@@ -441,6 +529,12 @@ async function a11y(browser) {
       await p.locator("[data-job]").first().getByRole("checkbox").check();
       await p.getByRole("button", { name: "Retry selected" }).click();
       await p.getByRole("dialog", { name: "Retry dead jobs?" }).waitFor();
+    } },
+    { name: "jobs-live", url: "/jobs?queue=e2e&state=dead", heading: "Jobs", then: (p) => p.locator("[data-job]").first().waitFor({ timeout: 20_000 }) },
+    { name: "retry-by-filter-dialog", url: "/dead/e2e", heading: "Dead letters", as: "dead-letters", then: async (p) => {
+      await p.getByRole("form", { name: "Retry dead jobs by filter" }).getByLabel("Type", { exact: true }).fill("sundial.fail");
+      await p.getByRole("button", { name: "Retry matching…" }).click();
+      await p.getByRole("dialog", { name: "Retry matching dead jobs?" }).getByTestId("bulk-preview").waitFor();
     } },
     { name: "api-key-dialog", url: "/", heading: "Overview", as: "overview", then: async (p) => {
       await p.getByRole("button", { name: "Key" }).click();

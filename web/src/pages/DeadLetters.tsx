@@ -139,6 +139,7 @@ export function DeadLetters({ queue }: { queue?: string }) {
               setAction({ kind: "filter", filter });
             }}
           >
+            <p className="filters-title">Retry every dead job of <strong>{name}</strong> that matches:</p>
             <div className="filter">
               <label htmlFor="d-type">Type</label>
               <input id="d-type" value={form.type} onChange={(e) => setForm({ ...form, type: e.target.value })} placeholder="any type" />
