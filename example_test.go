@@ -349,3 +349,41 @@ func ExampleConfigFromEnv() {
 	fmt.Println(cfg.Queues, cfg.QueueSettings["critical"].Weight, cfg.Concurrency)
 	// Output: [critical default] 5 20
 }
+
+// A workflow: a DAG of named steps in any queues, submitted in one call.
+// Each step starts once the steps it comes After succeeded; a step may
+// say it runs even when one of them failed. WithID makes a repeated
+// Submit store nothing twice.
+func ExampleWorkflow() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+
+	r := sundial.NewRunner(rdb, sundial.RunnerConfig{Queues: []string{"nightly-etl", "nightly-reports"}})
+	r.HandleFunc("extract", func(ctx context.Context, j *sundial.Record) (any, error) { return "rows", nil })
+	r.HandleFunc("transform", func(ctx context.Context, j *sundial.Record) (any, error) { return "table", nil })
+	r.HandleFunc("report", func(ctx context.Context, j *sundial.Record) (any, error) { return "report.pdf", nil })
+	go r.Run(ctx)
+
+	c := sundial.NewClient(rdb)
+	wf := sundial.NewWorkflow(sundial.WithID("nightly-2026-11-28"))
+	extract := wf.Step("extract", sundial.Job{Type: "extract", Queue: "nightly-etl"})
+	transform := wf.Step("transform", sundial.Job{Type: "transform", Queue: "nightly-etl"}, sundial.After(extract))
+	wf.Step("report", sundial.Job{Type: "report", Queue: "nightly-reports"}, sundial.After(transform))
+	run, err := wf.Submit(ctx, c)
+	if err != nil {
+		panic(err)
+	}
+	again, _ := wf.Submit(ctx, c)
+	fmt.Println("again:", again.Steps["report"].Duplicate, again.Steps["report"].Job.ID == run.Steps["report"].Job.ID)
+
+	for _, name := range []string{"extract", "transform", "report"} {
+		done, _ := c.Wait(ctx, run.Steps[name].Job.ID)
+		fmt.Println(name, done.Queue, done.State, string(done.Result))
+	}
+	// Output:
+	// again: true true
+	// extract nightly-etl succeeded "rows"
+	// transform nightly-etl succeeded "table"
+	// report nightly-reports succeeded "report.pdf"
+}
