@@ -49,6 +49,9 @@ func TestMain(m *testing.M) {
 const (
 	soakQueue  = "soak"
 	schedQueue = "soak-sched"
+	// upQueue holds the jobs that the crossqueue kind's jobs of soakQueue
+	// depend on: edges the poller settles across queues (settle.lua).
+	upQueue = "soak-up"
 )
 
 // kind is a kind of job the soak submits and the final state it must reach.
@@ -85,6 +88,14 @@ var kinds = []kind{
 		return []map[string]any{{"type": "sundial.http", "max_attempts": 25,
 			"payload": map[string]any{"method": "POST", "url": fmt.Sprintf("%s/run?ms=%d", sinkURL, 20+r.IntN(130))},
 			"backoff": map[string]any{"base_seconds": 0.05, "max_seconds": 0.5}}}
+	}},
+	{"crossqueue", job.Succeeded, func(r *rand.Rand) []map[string]any {
+		// "@0": the id of the first job, submitted first, in another queue.
+		return []map[string]any{
+			{"type": "sundial.sleep", "queue": upQueue, "payload": map[string]any{"ms": 20 + r.IntN(80)}, "max_attempts": 25,
+				"backoff": map[string]any{"base_seconds": 0.05, "max_seconds": 0.5}},
+			{"type": "sundial.echo", "depends_on": []string{"@0"}, "max_attempts": 25},
+		}
 	}},
 	{"chain", job.Succeeded, func(r *rand.Rand) []map[string]any {
 		return []map[string]any{
@@ -164,7 +175,7 @@ func startStack(t *testing.T) *stack {
 		"SUNDIAL_METRICS_ADDR=127.0.0.1:0",
 		"SUNDIAL_SHUTDOWN_TIMEOUT=2s",
 		"SUNDIAL_RATE_LIMIT=0",
-		"SUNDIAL_QUEUES=" + soakQueue + "," + schedQueue,
+		"SUNDIAL_QUEUES=" + soakQueue + "," + schedQueue + "," + upQueue,
 		"SUNDIAL_CONCURRENCY=20",
 		"SUNDIAL_HTTP_JOB_ALLOW=127.0.0.1", // the sink
 	}
@@ -217,15 +228,43 @@ func (s *stack) submit(t *testing.T, r *rand.Rand, k kind, seq string, l *ledger
 	if r.IntN(2) == 0 {
 		group = fmt.Sprintf("tenant-%d", r.IntN(3)) // fairness groups (docs/flow-control.md)
 	}
+	crossQueue := false
 	for i, sp := range specs {
-		sp["queue"] = soakQueue
+		if sp["queue"] != nil {
+			crossQueue = true
+		} else {
+			sp["queue"] = soakQueue
+		}
 		sp["idempotency_key"] = fmt.Sprintf("%s-%d", seq, i)
 		if group != "" {
 			sp["group"] = group
 		}
 	}
 	var ids []string
-	if len(specs) == 1 {
+	if crossQueue {
+		// One at a time, in order: "@k" in depends_on names job k's id.
+		for _, sp := range specs {
+			if deps, ok := sp["depends_on"].([]string); ok {
+				resolved := make([]string, len(deps))
+				for d, dep := range deps {
+					resolved[d] = dep
+					if k, err := strconv.Atoi(strings.TrimPrefix(dep, "@")); err == nil && strings.HasPrefix(dep, "@") {
+						resolved[d] = ids[k]
+					}
+				}
+				sp["depends_on"] = resolved
+			}
+			code, b, err := s.Call("POST", "/v1/jobs", sp, 60*time.Second)
+			if err != nil {
+				return nil, err
+			}
+			var j job.Job
+			if (code != http.StatusCreated && code != http.StatusOK) || json.Unmarshal(b, &j) != nil {
+				return nil, fmt.Errorf("submit: %d %s", code, b)
+			}
+			ids = append(ids, j.ID)
+		}
+	} else if len(specs) == 1 {
 		code, b, err := s.Call("POST", "/v1/jobs", specs[0], 60*time.Second)
 		if err != nil {
 			return nil, err
@@ -599,7 +638,7 @@ func account(t *testing.T, s *stack, l *ledger) *report {
 	waitHistory(t, mon)
 	// Every recorded event, read once per queue in stream order.
 	recorded := map[string][]job.Event{}
-	for _, qn := range []string{soakQueue, schedQueue} {
+	for _, qn := range []string{soakQueue, schedQueue, upQueue} {
 		err := store.EachEvent(ctx, qn, func(e job.Event) error {
 			recorded[e.JobID] = append(recorded[e.JobID], e)
 			return nil
