@@ -34,7 +34,7 @@ export interface Job {
   /** The limit a queued job waits for (docs/flow-control.md). */
   throttled_by?: string;
   /** Why a job that has not ended does not run now (absent: nothing holds it). */
-  held_back?: { reason: "dependencies" | "scheduled" | "limit" | "no_handler" | "paused"; message: string };
+  held_back?: { reason: "dependencies" | "scheduled" | "limit" | "no_handler" | "paused" | "worker_gone"; message: string };
 }
 
 export interface JobPage {

@@ -23,6 +23,7 @@ const heldReasons: Record<string, string> = {
   paused: "held by the pause of their queue",
   dependencies: "waiting for dependencies",
   scheduled: "scheduled for later",
+  worker_gone: "leased by a worker that is gone",
 };
 
 /** historyAvailable asks once (a minute) whether the API has a history store. */
