@@ -20,7 +20,7 @@ import (
 // TestScaleOutCurve measures drain throughput of no-op jobs spread over N
 // queues by 1, 2 and 4 worker processes, on one Redis, on a 3-master Redis
 // Cluster and on one with a replica per master (AOF everysec everywhere). It is a measurement, not a check, so
-// it runs only when asked (docs/scaling.md has the results):
+// it runs only when asked (docs/benchmarks/2026-11.md has the results):
 //
 //	SUNDIAL_SCALEOUT=1 go test ./internal/hatest -run TestScaleOutCurve -v -timeout 20m
 //

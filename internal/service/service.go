@@ -97,7 +97,7 @@ func Main(name string, run func(ctx context.Context, env *Env) error) {
 // batch request allocates about as much, so at 100 it collected every
 // few requests: at 200 the API spent 5.0 instead of 7.0 ms of CPU per
 // 1000-job request (28 % less) for 6 MB more peak memory
-// (docs/scaling.md, "The REST submit path").
+// (docs/benchmarks/2026-11.md, "The REST submit path").
 const DefaultGCPercent = 200
 
 // tuneGC sets the garbage-collection target to DefaultGCPercent unless

@@ -15,7 +15,7 @@ const maxCoalesce = 500
 // and wakes its callers, and the client idles while Redis runs the call;
 // with two, each side works while the other does. More than two splits the
 // waiting callers into smaller calls that cost Redis more per job
-// (docs/scaling.md, "Single submits: two calls in flight").
+// (docs/benchmarks/2026-11.md, "Single submits: two calls in flight").
 const maxInFlight = 2
 
 // coalescer groups concurrent single-job submits to one queue into shared

@@ -4,7 +4,7 @@
 // common and a rare type), then makes -dead jobs dead in one queue and
 // measures bulk retries through POST /v1/queues/{q}/jobs/bulk: a filtered
 // one that finds 12 among them, then all of them. It prints the figures
-// docs/scaling.md records.
+// docs/benchmarks/2026-11.md records.
 //
 //	go run ./tools/millionbench                       # its own redis-server and API, 1,000,000 jobs
 //	go run ./tools/millionbench -jobs 100000 -dead 10000

@@ -20,7 +20,7 @@
 --          (comma-separated ids, '' = none), group ('' = none),
 --          traceparent ('' = none)).
 -- Every argument is a string Redis makes for the call: sharing the fixed
--- fields costs ~4 instead of 14 per job (docs/scaling.md).
+-- fields costs ~4 instead of 14 per job (docs/benchmarks/2026-11.md).
 -- Returns {'ok', i, id, …}: one pair per job whose idempotency key named
 -- an earlier job (i its 0-based index, id the earlier job's; nothing was
 -- created for it), every other job being new; {'err', i, j, code, detail}
@@ -71,7 +71,7 @@ end
 -- Phase 1 has work only where a job has an idempotency key or
 -- dependencies. Without any (most submits), the jobs are written in one
 -- pass straight from ARGV: phase 1's tables were about a sixth of a
--- one-job submit's script time (docs/scaling.md).
+-- one-job submit's script time (docs/benchmarks/2026-11.md).
 -- A job's arguments start at ARGV[b]; next_job(b) is where the next
 -- job's start: 4 on, or 8 after a job with extras.
 local function next_job(b)
