@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sundialhq/sundial/internal/workflow"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/schedule"
@@ -85,6 +86,11 @@ var schemaNames = map[reflect.Type]string{
 	reflect.TypeFor[limitBody]():         "LimitSpec",
 	reflect.TypeFor[limitList]():         "LimitList",
 	reflect.TypeFor[queue.Rate]():        "Rate",
+
+	// Workflows (workflows.go).
+	reflect.TypeFor[workflowRequest](): "WorkflowRequest",
+	reflect.TypeFor[workflowStep]():    "WorkflowStep",
+	reflect.TypeFor[workflowResult]():  "Workflow",
 }
 
 // enums lists the values of the API's enumerated string types.
@@ -110,6 +116,9 @@ var requestRequired = map[string][]string{
 	"SchedulePreviewRequest": {},
 
 	"LimitSpec": {},
+
+	"WorkflowRequest": {"steps"},
+	"WorkflowStep":    {"name", "job"},
 }
 
 // objectRules add the rules that tie properties of a schema together, by
@@ -138,6 +147,10 @@ var fieldHints = withHints(limitHints(), map[string]map[string]any{
 	"Backoff.base_seconds":      {"minimum": 0, "description": "Delay before retry n is random in [0, min(max, base·2^(n-1))]; 0 retries at once."},
 	"Backoff.max_seconds":       {"minimum": 0},
 	"BatchRequest.jobs":         {"minItems": 1, "maxItems": MaxBatchJobs},
+	"WorkflowRequest.id":        {"pattern": "^[A-Za-z0-9_.:@-]{1,128}$", "description": "Names the workflow; a step without an idempotency_key gets \"wf:<id>:<name>\". A new ULID when left out."},
+	"WorkflowRequest.steps":     {"minItems": 1, "maxItems": workflow.MaxSteps},
+	"WorkflowStep.name":         {"pattern": "^[A-Za-z0-9_.-]{1,64}$", "description": "Unique within the workflow."},
+	"WorkflowStep.after":        {"maxItems": workflow.MaxAfter, "description": "Names of the steps that must succeed first."},
 	"DeadSelection.ids":         {"minItems": 1, "description": "Leave out to act on every dead job of the queue."},
 	"JobPage.next_cursor":       {"description": "Pass as cursor for the next page; empty on the last page."},
 	"BulkRequest.action":        {"enum": []string{"retry", "cancel", "delete", "move"}},

@@ -813,6 +813,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workflows": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Submit a workflow: a DAG of jobs in any queues
+         * @description Validates every step (names unique, after naming steps of the workflow, no cycle, each job as POST /v1/jobs takes it, without depends_on) and stores nothing when one is wrong (400 naming steps[i].name, steps[i].after[j] or steps[i].job.x). Then stores the steps in dependency order, each queue's steps that can go together in one all-or-nothing call. A step runs once the steps of its after succeeded; when one ends dead or cancelled it is cancelled, or runs with the job's on_dependency_failure "run". Each step without an idempotency_key gets "wf:<id>:<name>": the same document sent again (after a 503 midway, say) stores only what is missing; send an id to make that work, or the server picks a new one. 200 when every step was stored before. 409 when a step cannot be stored because a step of its queue it runs after already ended dead or cancelled (the steps before it stay stored). The body may be 16× the usual limit.
+         */
+        post: operations["submitWorkflow"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1329,6 +1349,24 @@ export interface components {
         };
         WorkerList: {
             workers: components["schemas"]["Worker"][];
+        };
+        Workflow: {
+            id: string;
+            steps: {
+                [key: string]: components["schemas"]["Job"];
+            };
+        };
+        WorkflowRequest: {
+            /** @description Names the workflow; a step without an idempotency_key gets "wf:<id>:<name>". A new ULID when left out. */
+            id?: string;
+            steps: components["schemas"]["WorkflowStep"][];
+        };
+        WorkflowStep: {
+            /** @description Names of the steps that must succeed first. */
+            after?: string[];
+            job: components["schemas"]["JobSpec"];
+            /** @description Unique within the workflow. */
+            name: string;
         };
     };
     responses: {
@@ -3262,6 +3300,55 @@ export interface operations {
             };
             400: components["responses"]["InvalidArgument"];
             401: components["responses"]["Unauthenticated"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    submitWorkflow: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WorkflowRequest"];
+            };
+        };
+        responses: {
+            /** @description Every step was stored by an earlier submit of the same workflow id; nothing new was created. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Workflow"];
+                };
+            };
+            /** @description Created */
+            201: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Workflow"];
+                };
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
