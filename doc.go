@@ -23,6 +23,10 @@
 // several jobs of one queue at once, all or nothing; a job of the batch may
 // depend on an earlier one as "#0", "#1"…
 //
+// A Workflow is a DAG of named steps in any queues, validated whole and
+// submitted in one call; a step runs once the steps it comes After
+// succeeded (docs/workflows.md).
+//
 // Get, Cancel and Retry act on a job by id; QueueInfo tells how a queue is
 // doing in one round trip to Redis.
 //
