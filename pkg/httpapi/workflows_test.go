@@ -97,3 +97,24 @@ func TestSubmitWorkflowRefused(t *testing.T) {
 		t.Fatalf("refused workflows changed the queues:\n%+v\n%+v", before, after)
 	}
 }
+
+// TestSubmitWorkflowStepEnded: a step that cannot be stored because a step
+// of its queue before it already ended answers 409 naming both; the steps
+// stored before it stay.
+func TestSubmitWorkflowStepEnded(t *testing.T) {
+	a := start(t)
+	doc := func(last string) map[string]any {
+		return map[string]any{"id": "w", "steps": []map[string]any{
+			{"name": "a", "job": map[string]any{"type": "t", "queue": "q1"}},
+			{"name": "b", "job": map[string]any{"type": "t", "queue": "q2"}, "after": []string{"a"}},
+			{"name": last, "job": map[string]any{"type": "t", "queue": "q1"}, "after": []string{"a", "b"}},
+		}}
+	}
+	var out workflowResult
+	a.do("POST", "/v1/workflows", doc("c")).decode(t, http.StatusCreated, &out)
+	a.do("POST", "/v1/jobs/"+out.Steps["a"].ID+"/cancel", nil).decode(t, http.StatusOK, &job.Job{})
+	e := a.do("POST", "/v1/workflows", doc("d")).wantError(t, http.StatusConflict, codeConflict, "")
+	if !strings.Contains(e.Message, `step "d" not stored: step "a"`) || !strings.Contains(e.Message, "cancelled") {
+		t.Fatalf("message %q", e.Message)
+	}
+}
