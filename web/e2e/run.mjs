@@ -219,6 +219,9 @@ async function flows(page) {
     await page.waitForURL(/\/jobs\?queue=e2e&state=queued&held=no_handler$/);
     await page.locator(`[data-job="${j.id}"]`).waitFor({ timeout: 15_000 });
     check((await page.getByTestId("jobs-source").getAttribute("data-source")) === "live", "not the live list");
+    // The overview counts it too.
+    await page.goto(base + "/");
+    await waitFor("unhandled > 0 on the overview", async () => Number(await page.locator('tr[data-queue="e2e"]').getByTestId("overview-unhandled").textContent()) > 0, { timeoutMs: 10_000 });
     await stack.api("POST", `/v1/jobs/${j.id}/cancel`);
   });
 

@@ -113,6 +113,7 @@ export function Overview() {
                 <th scope="col" className="num">normal</th>
                 <th scope="col" className="num">low</th>
                 <th scope="col" className="num" title="queued jobs held back by a limit">throttled</th>
+                <th scope="col" className="num" title="queued jobs no worker of the queue handles the type of">no handler</th>
                 <th scope="col" className="num">scheduled</th>
                 <th scope="col" className="num">active</th>
                 <th scope="col" className="num">waiting</th>
@@ -130,6 +131,9 @@ export function Overview() {
                   <td className="num">{num(q.queued.normal)}</td>
                   <td className="num">{num(q.queued.low)}</td>
                   <td className="num">{q.throttled ? <Link href="/queues" className="warn-text">{num(q.throttled)}</Link> : "0"}</td>
+                  <td className="num" data-testid="overview-unhandled">
+                    {q.unhandled ? <Link href={`/jobs?queue=${encodeURIComponent(q.name)}&state=queued&held=no_handler`} className="warn-text">{num(q.unhandled)}</Link> : "0"}
+                  </td>
                   <td className="num">{num(q.scheduled)}</td>
                   <td className="num">{num(q.active)}</td>
                   <td className="num">{num(q.waiting)}</td>
