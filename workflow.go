@@ -112,14 +112,15 @@ type WorkflowRun struct {
 // The steps are then stored in dependency order: the steps of one queue
 // that can go together in one call, all or nothing, and a step that comes
 // after a step of another queue once that one is stored. A step may start
-// as soon as it is stored; a step of another queue only waits for the
-// steps it comes after. When Redis fails midway, the steps already stored
+// as soon as it is stored: it waits only for the steps it comes after,
+// not for the rest of the workflow. When Redis fails midway, the steps already stored
 // stay (they run): Submit returns the WorkflowRun of those with the error,
 // and a Submit of a workflow with the same id and steps (WithID, or this
 // Workflow again) stores the rest without storing any step twice. When a
 // stored step ends dead or cancelled before a step of its queue that comes
 // after it was stored, that step and those after it are not stored
-// (they would have been cancelled): the error is a *StepEndedError.
+// (they would have been cancelled), every other step is, and the error is
+// a *StepEndedError naming them.
 func (w *Workflow) Submit(ctx context.Context, c *Client) (*WorkflowRun, error) {
 	now := c.q.Now()
 	steps := make([]workflow.Step, len(w.steps))

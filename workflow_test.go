@@ -3,6 +3,7 @@ package sundial_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -230,16 +231,23 @@ func TestWorkflowEndedBeforeStored(t *testing.T) {
 	wf3 := sundial.NewWorkflow(sundial.WithID("ended"))
 	a3 := wf3.Step("a", sundial.Job{Type: "x", Queue: q1})
 	b3 := wf3.Step("b", sundial.Job{Type: "x", Queue: q2}, sundial.After(a3))
-	wf3.Step("d", sundial.Job{Type: "x", Queue: q1}, sundial.After(a3, b3))
+	d3 := wf3.Step("d", sundial.Job{Type: "x", Queue: q1}, sundial.After(a3, b3))
+	wf3.Step("e", sundial.Job{Type: "x", Queue: q1}, sundial.After(b3)) // in d's call
+	wf3.Step("f", sundial.Job{Type: "x", Queue: q2}, sundial.After(d3))
+	wf3.Step("g", sundial.Job{Type: "x", Queue: q2})
 	run, err = wf3.Submit(ctx, c)
 	var ee *sundial.StepEndedError
-	if !errors.As(err, &ee) || ee.Step != "d" || ee.After != "a" || ee.State != "cancelled" {
+	if !errors.As(err, &ee) || ee.Step != "d" || ee.After != "a" || ee.State != "cancelled" || !reflect.DeepEqual(ee.Skipped, []string{"d", "f"}) {
 		t.Fatalf("err %v", err)
 	}
-	if run == nil || !run.Steps["a"].Duplicate || !run.Steps["b"].Duplicate {
+	t.Log(err)
+	if run == nil || !run.Steps["a"].Duplicate || !run.Steps["b"].Duplicate || run.Steps["e"].Job == nil || run.Steps["g"].Job == nil {
 		t.Fatalf("run %+v", run)
 	}
 	if _, ok := run.Steps["d"]; ok {
 		t.Fatal("d was stored")
+	}
+	if _, ok := run.Steps["f"]; ok {
+		t.Fatal("f was stored")
 	}
 }

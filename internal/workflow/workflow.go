@@ -69,15 +69,20 @@ func Check(id string, steps []Step) error {
 
 // EndedError says that a step could not be stored because a step it runs
 // after, of the same queue and stored by an earlier call of the same
-// Submit, already ended dead or cancelled: the workflow failed before it
-// was whole. The step and the steps after it are not stored; they would
-// have been cancelled.
+// Submit (or an earlier Submit), already ended dead or cancelled: the
+// workflow failed before it was whole. That step and the steps after it
+// are not stored (they would have been cancelled); every other step is.
 type EndedError struct {
+	// Step could not be stored: After had ended State.
 	Step, After, State string
+	// Skipped names the steps not stored: Step, the steps after it, and
+	// those of any other step refused the same way.
+	Skipped []string
 }
 
 func (e *EndedError) Error() string {
-	return fmt.Sprintf("workflow: step %q not stored: step %q, which it runs after, already ended %s", e.Step, e.After, e.State)
+	return fmt.Sprintf("workflow: step %q not stored: step %q, which it runs after, already ended %s; not stored: %s",
+		e.Step, e.After, e.State, strings.Join(e.Skipped, ", "))
 }
 
 // Submit checks the workflow (Check), then stores its steps in dependency
@@ -85,7 +90,8 @@ func (e *EndedError) Error() string {
 // call (all or nothing, depending on each other as "#n"), and a step that
 // runs after a step of another queue only once that step is stored. It
 // returns the stored jobs by step name; on an error after the first call,
-// the steps stored so far (they stay stored). A step without an
+// the steps stored so far (they stay stored). An *EndedError comes with
+// every step stored but those it names. A step without an
 // idempotency key gets IdempotencyKey(id, name), so that Submit again with
 // the same id and steps stores only what is missing.
 func Submit(ctx context.Context, q *queue.Client, id string, steps []Step) (map[string]queue.Submitted, error) {
@@ -94,53 +100,96 @@ func Submit(ctx context.Context, q *queue.Client, id string, steps []Step) (map[
 		return nil, err
 	}
 	index := make(map[string]int, len(steps))
+	children := make([][]int, len(steps))
 	for i, s := range steps {
 		index[s.Name] = i
 	}
-	stored := make(map[string]queue.Submitted, len(steps))
-	for _, call := range calls {
-		pos := make(map[int]int, len(call)) // step index → place in this call
-		jobs := make([]*job.Job, len(call))
-		for n, i := range call {
-			pos[i] = n
-			s := steps[i]
-			j := s.Job
-			if j.IdempotencyKey == "" {
-				j.IdempotencyKey = IdempotencyKey(id, s.Name)
-			}
-			j.DependsOn = nil
-			for _, a := range s.After {
-				d := index[a]
-				if p, ok := pos[d]; ok {
-					j.DependsOn = append(j.DependsOn, "#"+strconv.Itoa(p))
-				} else {
-					j.DependsOn = append(j.DependsOn, stored[a].Job.ID)
-				}
-			}
-			if len(j.DependsOn) > 0 {
-				j.State = job.Waiting
-				if s.OnDependencyFailure == job.DependencyRun {
-					j.OnDependencyFailure = job.DependencyRun
-				}
-			}
-			jobs[n] = j
-		}
-		res, err := q.Submit(ctx, jobs)
-		if err != nil {
-			var de *queue.DependencyError
-			if errors.As(err, &de) && de.Reason == "failed" && de.Index < len(call) {
-				s := steps[call[de.Index]]
-				if de.Dep < len(s.After) {
-					return stored, &EndedError{Step: s.Name, After: s.After[de.Dep], State: de.Detail}
-				}
-			}
-			return stored, fmt.Errorf("workflow: storing step %q: %w", steps[call[0]].Name, err)
-		}
-		for n, i := range call {
-			stored[steps[i].Name] = res[n]
+	for i, s := range steps {
+		for _, a := range s.After {
+			children[index[a]] = append(children[index[a]], i)
 		}
 	}
+	var ended *EndedError
+	skipped := make([]bool, len(steps))
+	var skip func(i int)
+	skip = func(i int) {
+		if skipped[i] {
+			return
+		}
+		skipped[i] = true
+		ended.Skipped = append(ended.Skipped, steps[i].Name)
+		for _, c := range children[i] {
+			skip(c)
+		}
+	}
+	stored := make(map[string]queue.Submitted, len(steps))
+	for _, all := range calls {
+		for {
+			var call []int
+			for _, i := range all {
+				if !skipped[i] {
+					call = append(call, i)
+				}
+			}
+			if len(call) == 0 {
+				break
+			}
+			res, err := q.Submit(ctx, callJobs(id, steps, index, call, stored))
+			if err == nil {
+				for n, i := range call {
+					stored[steps[i].Name] = res[n]
+				}
+				break
+			}
+			var de *queue.DependencyError
+			if !errors.As(err, &de) || de.Reason != "failed" || de.Index >= len(call) || de.Dep >= len(steps[call[de.Index]].After) {
+				return stored, fmt.Errorf("workflow: storing step %q: %w", steps[call[0]].Name, err)
+			}
+			// The call stored nothing: store it again without the step and
+			// the steps after it.
+			s := steps[call[de.Index]]
+			if ended == nil {
+				ended = &EndedError{Step: s.Name, After: s.After[de.Dep], State: de.Detail}
+			}
+			skip(call[de.Index])
+		}
+	}
+	if ended != nil {
+		return stored, ended
+	}
 	return stored, nil
+}
+
+// callJobs returns the jobs of the steps of call, in its order, each
+// depending on the steps it comes after: "#n" for the call's n-th, the
+// stored job's id for an earlier call's.
+func callJobs(id string, steps []Step, index map[string]int, call []int, stored map[string]queue.Submitted) []*job.Job {
+	pos := make(map[int]int, len(call)) // step index → place in the call
+	jobs := make([]*job.Job, len(call))
+	for n, i := range call {
+		pos[i] = n
+		s := steps[i]
+		j := s.Job
+		if j.IdempotencyKey == "" {
+			j.IdempotencyKey = IdempotencyKey(id, s.Name)
+		}
+		j.DependsOn = nil
+		for _, a := range s.After {
+			if p, ok := pos[index[a]]; ok {
+				j.DependsOn = append(j.DependsOn, "#"+strconv.Itoa(p))
+			} else {
+				j.DependsOn = append(j.DependsOn, stored[a].Job.ID)
+			}
+		}
+		if len(j.DependsOn) > 0 {
+			j.State = job.Waiting
+			if s.OnDependencyFailure == job.DependencyRun {
+				j.OnDependencyFailure = job.DependencyRun
+			}
+		}
+		jobs[n] = j
+	}
+	return jobs
 }
 
 // plan checks the workflow and returns its submit calls, in order: each a

@@ -42,7 +42,7 @@ func (s *Server) workflowRoutes() []route {
 			Description: "Validates every step (names unique, after naming steps of the workflow, no cycle, each job as POST /v1/jobs takes it, without depends_on) and stores nothing when one is wrong (400 naming steps[i].name, steps[i].after[j] or steps[i].job.x). " +
 				"Then stores the steps in dependency order, each queue's steps that can go together in one all-or-nothing call. A step runs once the steps of its after succeeded; when one ends dead or cancelled it is cancelled, or runs with the job's on_dependency_failure \"run\". " +
 				"Each step without an idempotency_key gets \"wf:<id>:<name>\": the same document sent again (after a 503 midway, say) stores only what is missing; send an id to make that work, or the server picks a new one. " +
-				"200 when every step was stored before. 409 when a step cannot be stored because a step of its queue it runs after already ended dead or cancelled (the steps before it stay stored). The body may be 16× the usual limit.",
+				"200 when every step was stored before. 409 when a step cannot be stored because a step of its queue it runs after already ended dead or cancelled: it and the steps after it are not stored, every other step is, and the message names them. The body may be 16× the usual limit.",
 			Body: workflowRequest{}, Status: http.StatusCreated, Response: workflowResult{},
 			Also:   map[int]string{http.StatusOK: "Every step was stored by an earlier submit of the same workflow id; nothing new was created."},
 			Errors: []int{400, 409, 413, 415, 503},
