@@ -115,3 +115,36 @@ func TestRunAnywayWithinAQueue(t *testing.T) {
 	}
 	wantState(t, e.get(t, late.ID), job.Queued)
 }
+
+// TestRetryWaitsAgainForAnotherQueue: a dependent cancelled because its
+// dependency in another queue died waits again when retried, and the
+// poller's settle decides anew (here: the dependency was retried and
+// succeeded, so it runs).
+func TestRetryWaitsAgainForAnotherQueue(t *testing.T) {
+	e := newEnv(t)
+	up := e.build(t, job.Spec{Type: "up", Queue: "qa", MaxAttempts: ptr(1)})
+	if _, err := e.q.Submit(e.ctx, []*job.Job{up}); err != nil {
+		t.Fatal(err)
+	}
+	down := e.build(t, job.Spec{Type: "down", Queue: "qb", DependsOn: []string{up.ID}})
+	if _, err := e.q.Submit(e.ctx, []*job.Job{down}); err != nil {
+		t.Fatal(err)
+	}
+	e.finishIn(t, "qa", up.ID, queue.OutcomeDead)
+	if n, err := e.q.SettleRemoteDeps(e.ctx, "qb", 10); err != nil || n != 1 {
+		t.Fatalf("settle = %d %v", n, err)
+	}
+	wantState(t, e.get(t, down.ID), job.Cancelled)
+	if _, err := e.q.Retry(e.ctx, down.ID); err != nil {
+		t.Fatalf("retry of the dependent: %v", err)
+	}
+	wantState(t, e.get(t, down.ID), job.Waiting)
+	if _, err := e.q.Retry(e.ctx, up.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.finishIn(t, "qa", up.ID, queue.OutcomeSucceeded)
+	if n, err := e.q.SettleRemoteDeps(e.ctx, "qb", 10); err != nil || n != 1 {
+		t.Fatalf("settle after the retried dependency succeeded = %d %v", n, err)
+	}
+	wantState(t, e.get(t, down.ID), job.Queued)
+}

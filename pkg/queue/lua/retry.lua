@@ -3,8 +3,11 @@
 -- ARGV[7] n, ARGV[8..] ids
 -- A job with dependencies (depends_on) goes back to waiting for those that
 -- have not succeeded yet; one whose dependency ended dead or cancelled
--- does not qualify (retry the dependency first). A dependency whose hash
--- is gone ended long ago (only ended jobs are pruned) and counts as done.
+-- does not qualify (retry the dependency first), unless the job runs
+-- anyway (on_dependency_failure "run"). A dependency whose hash is gone
+-- ended long ago (only ended jobs are pruned) and counts as done. A
+-- dependency of another queue ("<queue>|<id>") is waited for again: the
+-- poller settles it.
 -- Returns {'ok', requeued} — ids that do not qualify are skipped —
 -- or, when n = 1, {'conflict', state[, why]} / {'not_found'} for that one id.
 local dead_only = ARGV[6] == 'dead'
@@ -20,16 +23,24 @@ for i = 1, n do
   elseif f[2] ~= 'dead' and (dead_only or f[2] ~= 'cancelled') then
     if n == 1 then return {'conflict', f[2]} end
   else
-    local pending, failed = {}, nil
+    local pending, failed, remote = {}, nil, false
     local deps = redis.call('HGET', jk, 'depends_on')
+    local anyway = deps and redis.call('HGET', jk, 'on_dependency_failure') == 'run'
     if deps then
       for d in string.gmatch(deps, '[^,]+') do
-        local ds = redis.call('HGET', JOB .. d, 'state')
-        if ds == 'dead' or ds == 'cancelled' then
-          failed = 'its dependency ' .. d .. ' ended ' .. ds .. ': retry that first'
-          break
-        elseif ds and ds ~= 'succeeded' then
+        if string.find(d, '|', 1, true) then
+          -- A job of another queue: waited for again, the poller settles
+          -- it (settle.lua) whether it ended or not.
           pending[#pending + 1] = d
+          remote = true
+        else
+          local ds = redis.call('HGET', JOB .. d, 'state')
+          if (ds == 'dead' or ds == 'cancelled') and not anyway then
+            failed = 'its dependency ' .. d .. ' ended ' .. ds .. ': retry that first'
+            break
+          elseif ds and ds ~= 'succeeded' and ds ~= 'dead' and ds ~= 'cancelled' then
+            pending[#pending + 1] = d
+          end
         end
       end
     end
@@ -46,9 +57,12 @@ for i = 1, n do
         redis.call('ZADD', K_WAIT, NOW, id)
         redis.call('SADD', QK .. 'deps:' .. id, unpack(pending))
         for _, d in ipairs(pending) do
-          redis.call('SADD', QK .. 'dependents:' .. d, id)
-          redis.call('HSET', JOB .. d, 'has_dependents', '1')
+          if not string.find(d, '|', 1, true) then
+            redis.call('SADD', QK .. 'dependents:' .. d, id)
+            redis.call('HSET', JOB .. d, 'has_dependents', '1')
+          end
         end
+        if remote then redis.call('SADD', QK .. 'rwait', id) end
         emit(id, f[1], 'retried', 'waiting', 0, '', '')
         count = count + 1
       else
