@@ -97,6 +97,20 @@ class Client:
         safe = all(s.get("idempotency_key") for s in specs)
         return cast(List[JSON], self._json("POST", "/v1/jobs/batch", {"jobs": specs}, idempotent=safe)["jobs"])
 
+    def submit_workflow(self, steps: Sequence[Mapping[str, Any]], id: Optional[str] = None) -> JSON:
+        """Submits a workflow (docs/workflows.md): a DAG of named jobs in any
+        queues, each step a dict ``{"name", "job": {job spec}, "after": [names]}``,
+        checked whole before anything is stored (:class:`InvalidArgument`
+        naming ``steps[i].after[j]``, ``steps[i].job.x``…), then stored in
+        dependency order. Returns ``{"id", "steps": {name: job}}``. With an
+        ``id`` it is safe to repeat (each step's idempotency key is
+        ``wf:<id>:<name>``: a repeat stores only what is missing), so it is
+        then also sent again after a broken connection."""
+        body: Dict[str, Any] = {"steps": [dict(s) for s in steps]}
+        if id is not None:
+            body["id"] = id
+        return self._json("POST", "/v1/workflows", body, idempotent=id is not None)
+
     def get(self, job_id: str) -> JSON:
         """The job as it is now (404 :class:`NotFound` when unknown)."""
         return self._json("GET", f"/v1/jobs/{_seg(job_id)}")

@@ -56,6 +56,23 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(cm.exception.field, "jobs[1].priority")
         self.assertEqual(self.c.queue(q)["submitted_total"], 3)
 
+    def test_workflow(self) -> None:
+        q1, q2 = queue_name("wf1"), queue_name("wf2")
+        steps = [
+            {"name": "report", "job": {"queue": q2, "type": "step"}, "after": ["extract"]},
+            {"name": "extract", "job": {"queue": q1, "type": "step"}},
+        ]
+        wf = self.c.submit_workflow(steps, id=q1 + "-run")
+        self.assertEqual(wf["id"], q1 + "-run")
+        self.assertEqual(wf["steps"]["extract"]["state"], "queued")
+        self.assertEqual(wf["steps"]["report"]["depends_on"], [wf["steps"]["extract"]["id"]])
+        again = self.c.submit_workflow(steps, id=q1 + "-run")
+        self.assertEqual(again["steps"]["report"]["id"], wf["steps"]["report"]["id"])
+        with self.assertRaises(sundial.InvalidArgument) as cm:
+            self.c.submit_workflow([{"name": "a", "job": {"queue": q1, "type": "step"}, "after": ["b"]}])
+        self.assertEqual(cm.exception.field, "steps[0].after[0]")
+        self.assertEqual(self.c.queue(q1)["submitted_total"], 1)
+
     def test_idempotency_key_repeat(self) -> None:
         q = queue_name("idem")
         first = self.c.submit("charge", {"order": 7}, queue=q, idempotency_key="order-7")

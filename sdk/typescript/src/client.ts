@@ -17,6 +17,8 @@ import {
   type Schedule,
   type ScheduleSpec,
   type WorkerInfo,
+  type Workflow,
+  type WorkflowRequest,
 } from './types.js';
 import type { operations } from './openapi.js';
 
@@ -78,6 +80,18 @@ export class Client {
     const idempotent = specs.every((s) => Boolean(s.idempotency_key));
     const res = await this.transport.request<{ jobs: Job[] }>('POST', '/v1/jobs/batch', { body: { jobs: specs }, idempotent, ...opts });
     return res.body.jobs;
+  }
+
+  /** Submits a workflow (docs/workflows.md): a DAG of named jobs in any
+   * queues, checked whole before anything is stored (InvalidArgumentError
+   * naming steps[i].after[j], steps[i].job.x…), then stored in dependency
+   * order. Resolves with each step's job by name. With an id it is safe to
+   * repeat (each step's idempotency key is "wf:<id>:<name>": a repeat
+   * stores only what is missing), so it is then also sent again after a
+   * broken connection. */
+  async submitWorkflow(workflow: WorkflowRequest, opts: CallOptions = {}): Promise<Workflow> {
+    const idempotent = Boolean(workflow.id);
+    return (await this.transport.request<Workflow>('POST', '/v1/workflows', { body: workflow, idempotent, ...opts })).body;
   }
 
   /** The job as it is now (NotFoundError when unknown). */

@@ -18,6 +18,11 @@ export type JobEvent = Schemas['JobEvent'];
 export type JobEventList = Schemas['JobEventList'];
 /** A page of jobs: {jobs, next_cursor}. */
 export type JobPage = Schemas['JobPage'];
+/** What POST /v1/workflows takes: an optional id and the steps, each a
+ * name, a job spec and the names of the steps it comes after. */
+export type WorkflowRequest = Schemas['WorkflowRequest'];
+/** A submitted workflow: its id and each step's job by step name. */
+export type Workflow = Schemas['Workflow'];
 /** A queue's counts. */
 export type QueueStats = Schemas['QueueStats'];
 /** What POST /v1/queues/{q}/jobs/bulk takes: an action and ids or a filter. */

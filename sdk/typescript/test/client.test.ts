@@ -63,6 +63,29 @@ describe('client against the API', { skip: noApi }, () => {
     assert.equal((await c.queue(q)).submitted_total, 3);
   });
 
+  test('workflow', async () => {
+    const q1 = queueName('wf1');
+    const q2 = queueName('wf2');
+    const doc = {
+      id: `${q1}-run`,
+      steps: [
+        { name: 'report', job: { queue: q2, type: 'step' }, after: ['extract'] },
+        { name: 'extract', job: { queue: q1, type: 'step' } },
+      ],
+    };
+    const wf = await c.submitWorkflow(doc);
+    assert.equal(wf.id, doc.id);
+    assert.equal(wf.steps.extract!.state, 'queued');
+    assert.equal(wf.steps.report!.state, 'waiting');
+    assert.deepEqual(wf.steps.report!.depends_on, [wf.steps.extract!.id]);
+    assert.equal((await c.submitWorkflow(doc)).steps.report!.id, wf.steps.report!.id);
+    await assert.rejects(
+      c.submitWorkflow({ steps: [{ name: 'a', job: { queue: q1, type: 'step' }, after: ['b'] }] }),
+      (e: unknown) => e instanceof InvalidArgumentError && e.field === 'steps[0].after[0]',
+    );
+    assert.equal((await c.queue(q1)).submitted_total, 1);
+  });
+
   test('idempotency key repeat', async () => {
     const q = queueName('idem');
     const first = await c.submit({ queue: q, type: 'charge', payload: { order: 7 }, idempotency_key: 'order-7' });
