@@ -58,6 +58,7 @@ func commands() []command {
 		{"schedules", "list|get|put|delete|enable|disable|trigger|info", "manage recurring schedules", runSchedules},
 		{"queues", "[QUEUE] | pause|resume|forget QUEUE", "show queues' counts; pause, resume or forget one", runQueues},
 		{"jobs", "submit|get|list|wait|cancel|retry|bulk", "submit, inspect, wait for and act on jobs", runJobs},
+		{"workflows", "submit -f FILE [--id ID]", "submit a DAG of jobs across queues (docs/workflows.md)", runWorkflows},
 		{"workers", "", "the live workers", runWorkers},
 		{"dead", "list|retry|purge QUEUE", "dead letters of a queue", runDead},
 		{"limits", "list QUEUE | set|delete QUEUE NAME", "concurrency and rate limits of a queue", runLimits},
