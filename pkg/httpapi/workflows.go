@@ -71,15 +71,19 @@ func (s *Server) submitWorkflow(c *gin.Context) {
 	if req.ID == "" {
 		req.ID = job.NewID(now)
 	}
+	specs := make([]*job.Spec, len(req.Steps))
+	for i := range req.Steps {
+		specs[i] = &req.Steps[i].Job
+	}
+	if err := s.q.ApplyTypeDefaults(ctx, specs...); err != nil {
+		fail(c, err)
+		return
+	}
 	traceparent := requestTraceparent(c)
 	steps := make([]workflow.Step, len(req.Steps))
 	for i := range req.Steps {
 		st := &req.Steps[i]
-		err := s.q.ApplyTypeDefaults(ctx, &st.Job)
-		var j *job.Job
-		if err == nil {
-			j, err = st.Job.BuildDecoded(now)
-		}
+		j, err := st.Job.BuildDecoded(now)
 		if err != nil {
 			var fe *job.FieldError
 			if errors.As(err, &fe) {
