@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sundialhq/sundial/internal/buildinfo"
 	"github.com/sundialhq/sundial/pkg/config"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 )
@@ -457,5 +458,32 @@ func TestMetricsReference(t *testing.T) {
 		if !declared[name] {
 			t.Errorf("docs/metrics.md lists %s, which the code does not declare", name)
 		}
+	}
+}
+
+// TestVersionAgreesEverywhere: the release of internal/buildinfo (what
+// every binary prints and the API answers) is CHANGELOG.md's newest
+// released section, the Helm chart's appVersion and the compose file's
+// image tag.
+func TestVersionAgreesEverywhere(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	v := buildinfo.Version
+	if !regexp.MustCompile(`^\d+\.\d+\.\d+$`).MatchString(v) {
+		t.Fatalf("buildinfo.Version %q is not a release version (x.y.z)", v)
+	}
+	if m := regexp.MustCompile(`(?m)^## (\d+\.\d+\.\d+)\b`).FindStringSubmatch(read("CHANGELOG.md")); m == nil || m[1] != v {
+		t.Errorf("CHANGELOG.md's newest released section is %v, the binaries say %s", m, v)
+	}
+	if m := regexp.MustCompile(`(?m)^appVersion: "?([^"\n]+)"?$`).FindStringSubmatch(read("deploy/helm/sundial/Chart.yaml")); m == nil || m[1] != v {
+		t.Errorf("the chart's appVersion is %v, the binaries say %s", m, v)
+	}
+	if !strings.Contains(read("docker-compose.yml"), "${SUNDIAL_IMAGE:-sundial:"+v+"}") {
+		t.Errorf("docker-compose.yml does not tag the image sundial:%s", v)
 	}
 }
