@@ -26,15 +26,15 @@ const (
 )
 
 var (
-	idChars   = charset("A-Za-z0-9_.:@-")
-	nameChars = charset("A-Za-z0-9_.-")
+	idChars   = job.NewCharset("A-Za-z0-9_.:@-")
+	nameChars = job.NewCharset("A-Za-z0-9_.-")
 )
 
 // ValidID reports whether id is a valid workflow id: [A-Za-z0-9_.:@-]{1,128}.
-func ValidID(id string) bool { return match(idChars, id, 128) }
+func ValidID(id string) bool { return idChars.Match(id, 128) }
 
 // ValidName reports whether name is a valid step name: [A-Za-z0-9_.-]{1,64}.
-func ValidName(name string) bool { return match(nameChars, name, 64) }
+func ValidName(name string) bool { return nameChars.Match(name, 64) }
 
 // IdempotencyKey is the key a step without its own gets: a retry of the
 // workflow with the same id finds the step's job instead of storing it
@@ -338,34 +338,4 @@ func reverse(s []string) []string {
 
 func fieldErr(field, format string, args ...any) *job.FieldError {
 	return &job.FieldError{Field: field, Message: field + " " + fmt.Sprintf(format, args...)}
-}
-
-// charset returns the set of the bytes in chars, where "a-z" stands for a
-// range.
-func charset(chars string) *[256]bool {
-	var cs [256]bool
-	for i := 0; i < len(chars); i++ {
-		if i+2 < len(chars) && chars[i+1] == '-' {
-			for c := chars[i]; c <= chars[i+2]; c++ {
-				cs[c] = true
-			}
-			i += 2
-			continue
-		}
-		cs[chars[i]] = true
-	}
-	return &cs
-}
-
-// match reports whether s has 1 to max bytes, each in cs.
-func match(cs *[256]bool, s string, max int) bool {
-	if len(s) == 0 || len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !cs[s[i]] {
-			return false
-		}
-	}
-	return true
 }

@@ -2,15 +2,15 @@ package job
 
 import "strings"
 
-// charset is a set of bytes allowed in a name. A table lookup per byte:
+// Charset is a set of bytes allowed in a name. A table lookup per byte:
 // names are checked for every submitted job, where a regular expression
 // cost ~5 % of the API's CPU on batch submits.
-type charset [256]bool
+type Charset [256]bool
 
-// newCharset returns the set of the bytes in chars, where "a-z" stands for
+// NewCharset returns the set of the bytes in chars, where "a-z" stands for
 // a range.
-func newCharset(chars string) *charset {
-	var cs charset
+func NewCharset(chars string) *Charset {
+	var cs Charset
 	for i := 0; i < len(chars); i++ {
 		if i+2 < len(chars) && chars[i+1] == '-' {
 			for c := chars[i]; c <= chars[i+2]; c++ {
@@ -24,8 +24,8 @@ func newCharset(chars string) *charset {
 	return &cs
 }
 
-// match reports whether s has 1 to max bytes, each in the set.
-func (cs *charset) match(s string, max int) bool {
+// Match reports whether s has 1 to max bytes, each in the set.
+func (cs *Charset) Match(s string, max int) bool {
 	if len(s) == 0 || len(s) > max {
 		return false
 	}
@@ -38,21 +38,21 @@ func (cs *charset) match(s string, max int) bool {
 }
 
 var (
-	queueChars = newCharset("a-z0-9_-")
-	typeChars  = newCharset("A-Za-z0-9_.:-")
-	groupChars = newCharset("A-Za-z0-9_.:@-")
-	hexChars   = newCharset("0-9a-f")
+	queueChars = NewCharset("a-z0-9_-")
+	typeChars  = NewCharset("A-Za-z0-9_.:-")
+	groupChars = NewCharset("A-Za-z0-9_.:@-")
+	hexChars   = NewCharset("0-9a-f")
 )
 
 // ValidQueue reports whether name is a valid queue name: [a-z0-9_-]{1,64}.
-func ValidQueue(name string) bool { return queueChars.match(name, 64) }
+func ValidQueue(name string) bool { return queueChars.Match(name, 64) }
 
 // ValidType reports whether name is a valid job type: [A-Za-z0-9_.:-]{1,128}.
-func ValidType(name string) bool { return typeChars.match(name, 128) }
+func ValidType(name string) bool { return typeChars.Match(name, 128) }
 
 // ValidGroup reports whether name is a valid fairness group:
 // [A-Za-z0-9_.:@-]{1,128}.
-func ValidGroup(name string) bool { return groupChars.match(name, 128) }
+func ValidGroup(name string) bool { return groupChars.Match(name, 128) }
 
 // ValidTraceparent reports whether s is a W3C traceparent of a version
 // this code reads: two hex digits of version (not ff), a trace id and a
@@ -63,7 +63,7 @@ func ValidTraceparent(s string) bool {
 		return false
 	}
 	for _, part := range []string{s[:2], s[3:35], s[36:52], s[53:]} {
-		if !hexChars.match(part, 32) {
+		if !hexChars.Match(part, 32) {
 			return false
 		}
 	}
