@@ -30,7 +30,7 @@ type DependencyError struct {
 func (e *DependencyError) Error() string {
 	switch e.Reason {
 	case "not_found":
-		return fmt.Sprintf("job %s not found in this queue", e.Detail)
+		return fmt.Sprintf("job %s not found in any queue", e.Detail)
 	case "other_queue":
 		return "dependencies must be in the same queue"
 	case "forward":
