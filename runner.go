@@ -238,11 +238,18 @@ func (r *Runner) HandleFunc(typ string, f func(ctx context.Context, j *Record) (
 // into a T first. A payload that does not decode fails the job at once
 // (NoRetry). JobFrom(ctx) gives f the rest of the job.
 func HandleJSON[T any](r *Runner, typ string, f func(ctx context.Context, payload T) (any, error)) {
-	r.w.HandleFunc(typ, func(ctx context.Context, j *Record) (any, error) {
+	r.w.Handle(typ, JSONHandler(f))
+}
+
+// JSONHandler adapts f to a Handler that decodes each job's payload into a
+// T first, as HandleJSON registers it; a payload that does not decode
+// fails the job at once (NoRetry). sundialtest.WorkArgs runs the same.
+func JSONHandler[T any](f func(ctx context.Context, payload T) (any, error)) Handler {
+	return HandlerFunc(func(ctx context.Context, j *Record) (any, error) {
 		var v T
 		if len(j.Payload) > 0 {
 			if err := json.Unmarshal(j.Payload, &v); err != nil {
-				return nil, NoRetry(fmt.Errorf("payload of %s: %w", typ, err))
+				return nil, NoRetry(fmt.Errorf("payload of %s: %w", j.Type, err))
 			}
 		}
 		return f(ctx, v)

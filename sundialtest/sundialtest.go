@@ -15,8 +15,6 @@ package sundialtest
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"testing"
 	"time"
 
@@ -120,11 +118,5 @@ func Work(ctx context.Context, t testing.TB, h sundial.Handler, a sundial.Args, 
 // which go through JSON as they would through Redis; see Work.
 func WorkArgs[T sundial.Args](ctx context.Context, t testing.TB, f func(ctx context.Context, args T) (any, error), args T, o ...WorkOptions) *Result {
 	t.Helper()
-	return Work(ctx, t, sundial.HandlerFunc(func(ctx context.Context, j *job.Job) (any, error) {
-		var v T
-		if err := json.Unmarshal(j.Payload, &v); err != nil {
-			return nil, sundial.NoRetry(fmt.Errorf("payload of %s: %w", j.Type, err))
-		}
-		return f(ctx, v)
-	}), args, o...)
+	return Work(ctx, t, sundial.JSONHandler(f), args, o...)
 }
