@@ -179,6 +179,11 @@ type running struct {
 	heldUntil time.Time
 }
 
+// dispatchGrace bounds how long a stopping worker waits, after giving its
+// leases back, for a claim that was blocked in a wait for work to give
+// back what it claimed meanwhile.
+const dispatchGrace = 150 * time.Millisecond
+
 // OutcomeFlushTimeout bounds how long a stopping worker keeps trying to
 // write outcomes it already has, past its ShutdownTimeout.
 const OutcomeFlushTimeout = 5 * time.Second
@@ -337,6 +342,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	stopBG()
 	bgWG.Wait()
 	w.release(context.WithoutCancel(ctx), giveBack)
+	// A claim still blocked in a wait for work (sent before the stop,
+	// pipelined behind its BLPOP) runs when the wait ends, and the release
+	// above wakes it: give it a moment to hand its leases back itself while
+	// the Redis client is still open, rather than leave them to expire.
+	select {
+	case <-dispatched:
+	case <-time.After(dispatchGrace):
+	}
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	if err := w.q.Unregister(uctx, w.cfg.ID); err != nil {
