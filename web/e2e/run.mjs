@@ -229,6 +229,8 @@ async function flows(page) {
     await page.goto(base + "/jobs?queue=e2e&state=succeeded");
     await page.locator("[data-job]").first().waitFor({ timeout: 20_000 });
     await page.reload();
+    // The list loads after the page: wait for its rows before reading them.
+    await page.locator("[data-job]").first().waitFor({ timeout: 20_000 });
     check((await page.getByLabel("Queue", { exact: true }).inputValue()) === "e2e", "queue filter lost");
     check((await page.getByLabel("State", { exact: true }).inputValue()) === "succeeded", "state filter lost");
     const states = await page.locator("[data-job] .badge").allTextContents();
