@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,12 +62,20 @@ func BenchmarkSubmitBatch1000(b *testing.B) {
 	b.ReportMetric(cpu*1e6/float64(b.N*1000), "redis-µs/job")
 }
 
-// BenchmarkSubmitSingleParallel reports jobs/s for one-job submits from
-// parallel producers (coalesced into shared script calls).
+// BenchmarkSubmitSingleParallel reports jobs/s for one-job submits from 16
+// parallel producers (peerbench's 16-producer row; coalesced into shared
+// script calls), with Redis CPU per job, the script calls per job (1 / the
+// mean batch a call carried) and the benchmark process' CPU per job
+// (client_µs/job: building, coalescing, go-redis and its syscalls).
 func BenchmarkSubmitSingleParallel(b *testing.B) {
 	c := benchClient(b)
 	ctx := context.Background()
-	b.SetParallelism(8) // 8 × GOMAXPROCS producers
+	if err := c.Redis().ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.SetParallelism((16 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	cpu0, _ := redisCost(b, c.Redis())
+	self0 := processCPU()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -76,7 +86,23 @@ func BenchmarkSubmitSingleParallel(b *testing.B) {
 			}
 		}
 	})
+	b.StopTimer()
+	self1 := processCPU()
+	cpu1, _ := redisCost(b, c.Redis())
+	_, stats := serverStats(b, c.Redis())
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	b.ReportMetric((cpu1-cpu0)*1e6/float64(b.N), "redis-µs/job")
+	b.ReportMetric(float64(stats["fcall"].calls+stats["evalsha"].calls)/float64(b.N), "calls/job")
+	b.ReportMetric((self1-self0).Seconds()*1e6/float64(b.N), "client-µs/job")
+}
+
+// processCPU is the CPU time (user + system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkClaimComplete50 reports jobs/s for claiming and completing in
@@ -201,6 +227,27 @@ func BenchmarkSubmitSingle(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 	b.ReportMetric((cpu1-cpu0)*1e6/float64(b.N), "redis-µs/job")
 	b.ReportMetric(float64(cmds1-cmds0)/float64(b.N), "redis-cmds/job")
+}
+
+// BenchmarkRoundTrip is the floor under BenchmarkSubmitSingle: PING from
+// one client, one round trip each, with the same client and server. What
+// a single submit takes beyond it is the submit's own work (its script and
+// the bigger request); the rest is the machine's loopback and wake-ups,
+// which every system pays (docs/benchmarks/2026-11-28-submit.md).
+func BenchmarkRoundTrip(b *testing.B) {
+	c := benchClient(b)
+	ctx := context.Background()
+	cpu0, _ := redisCost(b, c.Redis())
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := c.Redis().Ping(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	cpu1, _ := redisCost(b, c.Redis())
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+	b.ReportMetric((cpu1-cpu0)*1e6/float64(b.N), "redis-µs/call")
 }
 
 // BenchmarkCallCost reports, for claim+complete batches of 1 to 50 jobs as

@@ -30,7 +30,6 @@
 -- {'forgotten'} when the queue was forgotten (forget.lua): the caller
 -- registers it again, removes the marker and submits again.
 local n = tonumber(ARGV[6])
-local idem_ttl = ARGV[7]
 local dry_run = ARGV[8] == '1'
 local compact = ARGV[9] == '4'
 local guard_key, guard_member, guard_expect, guard_next = ARGV[10], ARGV[11], ARGV[12], ARGV[13]
@@ -43,41 +42,16 @@ if guard_key ~= '' then
 end
 -- A forgotten queue (forget.lua) takes a job only once registered again.
 if not dry_run and redis.call('EXISTS', QK .. 'forgotten') == 1 then return {'forgotten'} end
--- The queue's uniqueness (uniqueness.go): how long an idempotency key
--- names its job (its window, else ARGV[7]), and whether only until the
--- job ends ('until' = 'finished'). Read once, by the first job that has
--- a key.
-local uniq = nil
-local function uniqueness()
-  if uniq == nil then
-    local r = redis.call('HMGET', QK .. 'uniqueness', 'window', 'until')
-    uniq = {ttl = r[1] or idem_ttl, finished = r[2] == 'finished'}
-  end
-  return uniq
-end
-local FINAL = {succeeded = true, dead = true, cancelled = true}
-local jobs = {}     -- job i's fields and phase 1's findings (phase 1 only)
-local alias = {}   -- batch id → effective id (itself, or the job a duplicate names)
-local idem_seen = {}
-local NO_FIELDS = {}
-
-local function split(s)
-  local t = {}
-  if s == '' then return t end
-  for part in string.gmatch(s, '[^,]+') do t[#t + 1] = part end
-  return t
-end
+-- What this script needs besides ARGV is made once, when the library
+-- loads (lib.lua, "Submit"): a closure or table made per call costs every
+-- submit, and most submits are of one job.
+local next_job = submit_next_job
+local jobs, alias -- job i's fields and phase 1's findings; batch id → effective id (itself, or the job a duplicate names)
 
 -- Phase 1 has work only where a job has an idempotency key or
 -- dependencies. Without any (most submits), the jobs are written in one
 -- pass straight from ARGV: phase 1's tables were about a sixth of a
 -- one-job submit's script time (docs/benchmarks/2026-11.md).
--- A job's arguments start at ARGV[b]; next_job(b) is where the next
--- job's start: 4 on, or 8 after a job with extras.
-local function next_job(b)
-  if ARGV[b + 3] ~= '' then return b + 8 end
-  return b + 4
-end
 local checks = dry_run
 local b = base
 for _ = 1, n do
@@ -86,50 +60,59 @@ for _ = 1, n do
 end
 
 -- Phase 1: resolve idempotency keys and check dependencies; no writes.
-b = base
-for i = 1, checks and n or 0 do
-  local j = {id = ARGV[b], idem = '', deps_s = ''}
-  if ARGV[b + 3] ~= '' then j.idem, j.deps_s = ARGV[b + 4], ARGV[b + 5] end
-  b = next_job(b)
-  -- deps_s starting with '!': the job runs when a dependency fails
-  -- (on_dependency_failure "run") instead of being cancelled.
-  if string.byte(j.deps_s, 1) == 33 then j.run_anyway, j.deps_s = true, string.sub(j.deps_s, 2) end
-  j.deps = split(j.deps_s)
-  jobs[i] = j
-  if j.idem ~= '' then
-    local existing = idem_seen[j.idem] or redis.call('GET', QK .. 'idem:' .. j.idem)
-    if existing and not idem_seen[j.idem] then
-      -- A key names its job while the hash exists, and with 'until
-      -- finished' only while the job has not ended.
-      local st = redis.call('HGET', JOB .. existing, 'state')
-      if not st or (FINAL[st] and uniqueness().finished) then existing = nil end
-    end
-    if existing then j.dup = existing end
-  end
-  alias[j.id] = j.dup or j.id
-  if not j.dup then
-    if j.idem ~= '' then idem_seen[j.idem] = j.id end
-    j.pending = {}
-    for k, d in ipairs(j.deps) do
-      local eff = alias[d]
-      local state
-      if string.find(d, '|', 1, true) then
-        -- "<queue>|<id>": a job of another queue (another slot on a
-        -- Cluster). The client found it; the poller settles the edge
-        -- once it ends (settle.lua).
-        eff, state = d, 'remote'
-        j.remote = true
-      elseif eff and eff ~= j.id then
-        state = redis.call('HGET', JOB .. eff, 'state') or 'new'
-      else
-        eff = d
-        state = redis.call('HGET', JOB .. d, 'state')
+if checks then
+  jobs, alias = {}, {}
+  local idem_seen = {}
+  local uniq = nil -- the queue's uniqueness (submit_uniqueness), read at most once
+  b = base
+  for i = 1, n do
+    local j = {id = ARGV[b], idem = '', deps_s = ''}
+    if ARGV[b + 3] ~= '' then j.idem, j.deps_s = ARGV[b + 4], ARGV[b + 5] end
+    b = next_job(b)
+    -- deps_s starting with '!': the job runs when a dependency fails
+    -- (on_dependency_failure "run") instead of being cancelled.
+    if string.byte(j.deps_s, 1) == 33 then j.run_anyway, j.deps_s = true, string.sub(j.deps_s, 2) end
+    j.deps = split_list(j.deps_s)
+    jobs[i] = j
+    if j.idem ~= '' then
+      local existing = idem_seen[j.idem] or redis.call('GET', QK .. 'idem:' .. j.idem)
+      if existing and not idem_seen[j.idem] then
+        -- A key names its job while the hash exists, and with 'until
+        -- finished' only while the job has not ended.
+        local st = redis.call('HGET', JOB .. existing, 'state')
+        if st and FINAL_STATES[st] then
+          uniq = uniq or submit_uniqueness()
+          if uniq.finished then st = nil end
+        end
+        if not st then existing = nil end
       end
-      if not state then return {'err', tostring(i - 1), tostring(k - 1), 'not_found', d} end
-      if state == 'dead' or state == 'cancelled' then
-        if not j.run_anyway then return {'err', tostring(i - 1), tostring(k - 1), 'failed', state} end
-      elseif state ~= 'succeeded' then
-        j.pending[#j.pending + 1] = eff
+      if existing then j.dup = existing end
+    end
+    alias[j.id] = j.dup or j.id
+    if not j.dup then
+      if j.idem ~= '' then idem_seen[j.idem] = j.id end
+      j.pending = {}
+      for k, d in ipairs(j.deps) do
+        local eff = alias[d]
+        local state
+        if string.find(d, '|', 1, true) then
+          -- "<queue>|<id>": a job of another queue (another slot on a
+          -- Cluster). The client found it; the poller settles the edge
+          -- once it ends (settle.lua).
+          eff, state = d, 'remote'
+          j.remote = true
+        elseif eff and eff ~= j.id then
+          state = redis.call('HGET', JOB .. eff, 'state') or 'new'
+        else
+          eff = d
+          state = redis.call('HGET', JOB .. d, 'state')
+        end
+        if not state then return {'err', tostring(i - 1), tostring(k - 1), 'not_found', d} end
+        if state == 'dead' or state == 'cancelled' then
+          if not j.run_anyway then return {'err', tostring(i - 1), tostring(k - 1), 'failed', state} end
+        elseif state ~= 'succeeded' then
+          j.pending[#j.pending + 1] = eff
+        end
       end
     end
   end
@@ -138,46 +121,38 @@ end
 if dry_run then return {'ok'} end
 
 -- Phase 2: write.
--- profile returns what phase 2 needs of the profile a job names (its
--- 1-based number, as the string sent), worked out once per profile, not
--- per job (a number conversion per job was ~1 % of a batch's Redis time):
--- at, where its arguments start; due, its run_at as a number; and fields,
--- the fields a format-4 hash holds of it: those unlike JOB_DEFAULTS, and
--- run_at unless it equals created_at.
-local profiles = {}
-local function profile(num)
-  local p = profiles[num]
-  if p then return p end
-  local pf = pbase + 8 * (tonumber(num) - 1)
-  local fields = {}
-  for i = 1, 5 do
-    local field, v = PROFILE_DEFAULTED[i], ARGV[pf + i]
-    if v ~= JOB_DEFAULTS[field] then fields[#fields + 1] = field; fields[#fields + 1] = v end
-  end
-  if ARGV[pf + 7] ~= ARGV[pf + 6] then fields[#fields + 1] = 'run_at'; fields[#fields + 1] = ARGV[pf + 7] end
-  p = {at = pf, due = tonumber(ARGV[pf + 7]), fields = fields}
-  profiles[num] = p
-  return p
-end
 local out = {'ok'}
 local ready, created = 0, 0
+local uniq_ttl = nil -- how long an idempotency key names its job, read at most once
 b = base
 local ready_jobs = ready_batch() -- one LPUSH per list (lib.lua)
-local sched = {} -- due ms, id pairs: one ZADD for the batch's scheduled jobs
+local sched = nil -- due ms, id pairs: one ZADD for the batch's scheduled jobs
 local before = nil
 local min_due = nil
+local p_num, p = nil, nil -- the last profile used (a batch built at one instant has one)
+local profiles, p_seen = nil, false -- the profiles used, once a job uses a second one
 for i = 1, n do
-  local j = jobs[i]
+  local j = jobs and jobs[i]
   local jb = b
   b = next_job(b)
   if j and j.dup then
     out[#out + 1] = tostring(i - 1)
     out[#out + 1] = j.dup
   else
-    local id, payload, p = ARGV[jb], ARGV[jb + 1], profile(ARGV[jb + 2])
+    local id, payload = ARGV[jb], ARGV[jb + 1]
+    if ARGV[jb + 2] ~= p_num then
+      -- Another profile than the last job's: kept, for batches that mix them.
+      p_num = ARGV[jb + 2]
+      p = profiles and profiles[p_num]
+      if not p then
+        p = submit_profile(pbase, p_num)
+        if p_seen then profiles = profiles or {}; profiles[p_num] = p end
+        p_seen = true
+      end
+    end
     local pf = p.at
     local idem, deps_s, group, trace = '', '', '', ''
-    local opt = NO_FIELDS
+    local opt = nil
     if ARGV[jb + 3] ~= '' then
       idem, deps_s, group, trace = ARGV[jb + 4], ARGV[jb + 5], ARGV[jb + 6], ARGV[jb + 7]
       -- Empty optional fields are left out: every field costs on each write.
@@ -200,7 +175,7 @@ for i = 1, n do
     if compact then
       -- Format 4: what a reader knows without it stays out (JOB_DEFAULTS).
       local extra = p.fields
-      if #opt > 0 then
+      if opt then
         extra = {unpack(extra)}
         for _, v in ipairs(opt) do extra[#extra + 1] = v end
       end
@@ -213,10 +188,11 @@ for i = 1, n do
       redis.call('HSET', JOB .. id, 'state', state, 'attempt', '0', 'type', jtype, 'payload', payload,
         'max_attempts', ARGV[pf + 2], 'timeout', ARGV[pf + 3], 'priority', prio, 'created_at', created_at,
         'run_at', run_at_s, 'id', id, 'queue', QUEUE, 'backoff_base', ARGV[pf + 4], 'backoff_max', ARGV[pf + 5],
-        unpack(opt))
+        unpack(opt or NO_FIELDS))
     end
     if idem ~= '' then
-      redis.call('SET', QK .. 'idem:' .. idem, id, 'PX', uniqueness().ttl)
+      uniq_ttl = uniq_ttl or submit_uniqueness().ttl
+      redis.call('SET', QK .. 'idem:' .. idem, id, 'PX', uniq_ttl)
     end
     if state == 'waiting' then
       redis.call('ZADD', K_WAIT, created_at, id)
@@ -231,6 +207,7 @@ for i = 1, n do
       if j.remote then redis.call('SADD', QK .. 'rwait', id) end
     elseif state == 'scheduled' then
       if min_due == nil then before = earliest() end
+      sched = sched or {}
       sched[#sched + 1] = run_at_s
       sched[#sched + 1] = id
       if min_due == nil or run_at < min_due then min_due = run_at end
@@ -243,7 +220,7 @@ for i = 1, n do
   end
 end
 ready_jobs.flush()
-call_chunked('ZADD', K_SCHED, sched)
+if sched then call_chunked('ZADD', K_SCHED, sched) end
 if guard_key ~= '' then
   if guard_next == '' then redis.call('ZREM', guard_key, guard_member)
   else redis.call('ZADD', guard_key, guard_next, guard_member) end
