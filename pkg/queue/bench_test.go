@@ -3,8 +3,8 @@ package queue_test
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
