@@ -66,12 +66,15 @@ func Main(name string, run func(ctx context.Context, env *Env) error) {
 		fmt.Fprintf(os.Stderr, "sundial %s: %v\n", name, err)
 		os.Exit(2)
 	}
-	log := cfg.Logger(os.Stderr).With("service", name)
+	logs := newLogBuffer(os.Stderr)
+	defer logs.Flush()
+	log := slog.New(flushOnWarn{cfg.Logger(logs).Handler(), logs}).With("service", name)
 	slog.SetDefault(log)
 	gc := tuneGC(os.LookupEnv)
 	log.Info("starting", append([]any{"version", buildinfo.Version}, append(cfg.Effective(nil), "gogc", gc)...)...)
 	rdb, err := config.NewRedis(cfg.RedisURL)
 	if err != nil {
+		logs.Flush()
 		fmt.Fprintf(os.Stderr, "sundial %s: SUNDIAL_REDIS_URL: %v\n", name, err)
 		os.Exit(2)
 	}
@@ -81,7 +84,7 @@ func Main(name string, run func(ctx context.Context, env *Env) error) {
 	if cfg.PprofAddr != "off" && cfg.PprofAddr != "" {
 		if err := startPprof(ctx, cfg.PprofAddr, log); err != nil {
 			log.Error("exiting", "err", fmt.Errorf("SUNDIAL_PPROF_ADDR: %w", err))
-			os.Exit(1)
+			os.Exit(1) // the error line flushed what came before it
 		}
 	}
 	if err := run(ctx, &Env{Config: cfg, Log: log, Redis: rdb}); err != nil {
