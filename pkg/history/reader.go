@@ -20,14 +20,17 @@ var (
 
 // Query filters a history search. Zero fields do not filter.
 type Query struct {
-	Queue  string
-	Type   string
-	Group  string // the jobs' fairness group (a tenant)
-	State  job.State
-	From   time.Time // created_at ≥ From
-	To     time.Time // created_at < To
-	Limit  int       // 1..500; 0 means 50
-	Cursor string    // opaque, from a previous page
+	Queue string
+	Type  string
+	Group string // the jobs' fairness group (a tenant)
+	State job.State
+	From  time.Time // created_at ≥ From
+	To    time.Time // created_at < To
+	// DependsOn selects the jobs that depend on any of these ids (as
+	// stored: a job of another queue is named "<queue>|<id>").
+	DependsOn []string
+	Limit     int    // 1..500; 0 means 50
+	Cursor    string // opaque, from a previous page
 }
 
 // EventPage selects a page of a job's events.

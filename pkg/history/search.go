@@ -65,6 +65,9 @@ func (s *Store) Search(ctx context.Context, q Query) ([]*job.Job, string, error)
 	if q.State != "" {
 		filter = append(filter, bson.E{Key: fState, Value: string(q.State)})
 	}
+	if len(q.DependsOn) > 0 {
+		filter = append(filter, bson.E{Key: fDependsOn, Value: bson.D{{Key: "$in", Value: q.DependsOn}}})
+	}
 	created := bson.D{}
 	if !q.From.IsZero() {
 		created = append(created, bson.E{Key: "$gte", Value: q.From})

@@ -177,6 +177,7 @@ var indexes = []struct {
 	{JobsCollection, "type_created", []string{fType, fCreatedAt}},
 	{JobsCollection, "group_created", []string{fGroup, fCreatedAt}},
 	{JobsCollection, "idempotency_key", []string{fIdempotencyKey}},
+	{JobsCollection, "depends_on", []string{fDependsOn}}, // a job's dependents (GET /v1/jobs/{id}/graph)
 	{EventsCollection, "job_at", []string{fJobID, fAt}},
 }
 

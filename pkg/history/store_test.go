@@ -304,3 +304,29 @@ func TestUnknownJobIsCreated(t *testing.T) {
 		t.Fatalf("after success: %+v", j)
 	}
 }
+
+// TestSearchByDependency: DependsOn finds the jobs whose depends_on holds
+// any of the ids given (the depends_on index serves it), and no other.
+func TestSearchByDependency(t *testing.T) {
+	e := newEnv(t)
+	docs := []any{
+		jobDoc{ID: "c1", Queue: "qa", Type: "t", State: "queued", CreatedAt: t0, DependsOn: []string{"p1"}},
+		jobDoc{ID: "c2", Queue: "qb", Type: "t", State: "queued", CreatedAt: t0.Add(time.Millisecond), DependsOn: []string{"x", "qa|p1"}},
+		jobDoc{ID: "c3", Queue: "qa", Type: "t", State: "queued", CreatedAt: t0, DependsOn: []string{"p2"}},
+		jobDoc{ID: "p1", Queue: "qa", Type: "t", State: "succeeded", CreatedAt: t0},
+	}
+	if _, err := e.db.Collection(JobsCollection).InsertMany(e.ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	jobs, _, err := e.store.Search(e.ctx, Query{DependsOn: []string{"p1", "qa|p1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, j := range jobs {
+		ids = append(ids, j.ID)
+	}
+	if !slices.Equal(ids, []string{"c2", "c1"}) {
+		t.Fatalf("dependents of p1: %v, want [c2 c1]", ids)
+	}
+}

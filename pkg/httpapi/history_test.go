@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -40,6 +41,9 @@ func (f *fakeHistory) Search(_ context.Context, q history.Query) ([]*job.Job, st
 	}
 	var out []*job.Job
 	for _, j := range f.jobs {
+		if len(q.DependsOn) > 0 && !slices.ContainsFunc(j.DependsOn, func(d string) bool { return slices.Contains(q.DependsOn, d) }) {
+			continue
+		}
 		out = append(out, j)
 	}
 	return out, "next-page", nil

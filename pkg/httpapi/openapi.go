@@ -91,6 +91,11 @@ var schemaNames = map[reflect.Type]string{
 	reflect.TypeFor[workflowRequest](): "WorkflowRequest",
 	reflect.TypeFor[workflowStep]():    "WorkflowStep",
 	reflect.TypeFor[workflowResult]():  "Workflow",
+
+	// A job's dependency graph (graph.go).
+	reflect.TypeFor[jobGraph]():  "JobGraph",
+	reflect.TypeFor[graphNode](): "GraphNode",
+	reflect.TypeFor[graphEdge](): "GraphEdge",
 }
 
 // enums lists the values of the API's enumerated string types.

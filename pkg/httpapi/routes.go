@@ -117,6 +117,14 @@ func (s *Server) routes() []route {
 			Query:       []param{limitParam, cursorParam},
 			Status:      http.StatusOK, Response: eventList{}, Errors: []int{400, 404, 503},
 		}},
+		{http.MethodGet, "/v1/jobs/:id/graph", s.jobGraph, operation{
+			ID: "jobGraph", Tag: "jobs", Summary: "A job's dependency graph",
+			Description: "The jobs connected to this one by dependencies, both ways (a workflow), nearest first, up to limit (1-500, default 100) jobs; truncated says whether there were more. " +
+				"An edge {from, to} says that job to waits for job from. A job's children are the jobs of its queue that still wait for it and, with a history store, every job recorded as depending on it, in any queue; without one, the children of a job whose edges are settled are not found. " +
+				"A job named by an edge that neither Redis nor the history store knows is a node with missing true.",
+			Query:  []param{{"limit", "How many jobs at most (1-500, default 100).", map[string]any{"type": "integer", "minimum": 1, "maximum": maxGraphNodes}, false}},
+			Status: http.StatusOK, Response: jobGraph{}, Errors: []int{400, 404, 503},
+		}},
 		{http.MethodPost, "/v1/jobs/:id/cancel", s.cancelJob, operation{
 			ID: "cancelJob", Tag: "jobs", Summary: "Cancel a job",
 			Description: "A queued, scheduled or waiting job ends cancelled; an active job's handler is told to stop and the job ends cancelled. A job in a final state answers 409. The body may be left out or be {}.",

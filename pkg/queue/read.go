@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -41,6 +42,61 @@ func (c *Client) QueueOf(ctx context.Context, id string) (string, error) {
 	}
 	return k.name, nil
 }
+
+// Dependents returns the ids of the jobs that still wait for job id: those
+// of its queue (its dependents set; an edge leaves it once settled) and
+// those of other queues (settle.go: their queue's remote waiters, up to
+// maxRemoteScan of each queue, whose dependencies name "<queue>|<id>").
+// ErrNotFound when no queue holds the job. Once an edge is settled only the
+// history store knows it.
+func (c *Client) Dependents(ctx context.Context, id string) ([]string, error) {
+	k, err := c.locate(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out, err := c.rdb.SMembers(ctx, k.tag+"dependents:"+id).Result()
+	if err != nil {
+		return nil, err
+	}
+	qs, err := c.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pipe := c.rdb.Pipeline()
+	waiters := make([]*redis.StringSliceCmd, len(qs))
+	for i, q := range qs {
+		waiters[i] = pipe.SRandMemberN(ctx, c.keysFor(q).tag+"rwait", maxRemoteScan)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	member := k.name + "|" + id
+	type cand struct {
+		id  string
+		cmd *redis.BoolCmd
+	}
+	var cands []cand
+	for i, q := range qs {
+		for _, w := range waiters[i].Val() {
+			cands = append(cands, cand{w, pipe.SIsMember(ctx, c.keysFor(q).tag+"deps:"+w, member)})
+		}
+	}
+	if len(cands) == 0 {
+		return out, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	for _, cd := range cands {
+		if cd.cmd.Val() {
+			out = append(out, cd.id)
+		}
+	}
+	return out, nil
+}
+
+// maxRemoteScan bounds how many remote waiters of each queue Dependents looks at.
+const maxRemoteScan = 1000
 
 // locate finds the queue whose keys hold job id, with one pipelined round
 // trip over the known queues.

@@ -265,6 +265,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/{id}/graph": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A job's dependency graph
+         * @description The jobs connected to this one by dependencies, both ways (a workflow), nearest first, up to limit (1-500, default 100) jobs; truncated says whether there were more. An edge {from, to} says that job to waits for job from. A job's children are the jobs of its queue that still wait for it and, with a history store, every job recorded as depending on it, in any queue; without one, the children of a job whose edges are settled are not found. A job named by an edge that neither Redis nor the history store knows is a node with missing true.
+         */
+        get: operations["jobGraph"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{id}/heartbeat": {
         parameters: {
             query?: never;
@@ -931,6 +951,24 @@ export interface components {
             token: string;
             worker_id?: string;
         };
+        GraphEdge: {
+            from: string;
+            to: string;
+        };
+        GraphNode: {
+            attempt: number;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            finished_at: string;
+            id: string;
+            idempotency_key?: string;
+            missing?: boolean;
+            queue?: string;
+            /** @enum {string} */
+            state?: "waiting" | "scheduled" | "queued" | "active" | "succeeded" | "dead" | "cancelled";
+            type?: string;
+        };
         Health: {
             status: string;
         };
@@ -1002,6 +1040,12 @@ export interface components {
         JobEventList: {
             events: components["schemas"]["JobEvent"][];
             next_cursor: string;
+        };
+        JobGraph: {
+            edges: components["schemas"]["GraphEdge"][];
+            nodes: components["schemas"]["GraphNode"][];
+            root: string;
+            truncated: boolean;
         };
         JobList: {
             jobs: components["schemas"]["Job"][];
@@ -1992,6 +2036,42 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    jobGraph: {
+        parameters: {
+            query?: {
+                /** @description How many jobs at most (1-500, default 100). */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description A job id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobGraph"];
+                };
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
