@@ -237,6 +237,37 @@ async function flows(page) {
     check(states.length > 0 && states.every((s) => s === "succeeded"), `states ${states}`);
   });
 
+  await step("a workflow's graph on the job page: states follow live, the whole workflow is cancelled and retried", async () => {
+    // No worker serves e2e-graph: its step waits there while the page is open.
+    const wf = await stack.api("POST", "/v1/workflows", { id: `e2e-wf-${Date.now()}`, steps: [
+      { name: "fetch", job: { queue: "e2e", type: "sundial.echo", run_at: new Date(Date.now() + 1500).toISOString() } },
+      { name: "hold", job: { queue: "e2e-graph", type: "sundial.echo" }, after: ["fetch"] },
+      { name: "report", job: { queue: "e2e", type: "sundial.echo" }, after: ["hold"] },
+    ] });
+    const [fetchId, hold, report] = [wf.steps.fetch.id, wf.steps.hold.id, wf.steps.report.id];
+    await page.goto(base + `/jobs/${hold}`);
+    const graph = page.getByTestId("job-graph");
+    await graph.locator(`[data-node="${report}"]`).waitFor({ timeout: 15_000 });
+    check((await graph.locator("[data-node]").count()) === 3, "not three jobs in the graph");
+    // fetch was scheduled 1.5 s out: it runs while the page is open, and its node turns succeeded without a reload.
+    await graph.locator(`[data-node="${fetchId}"][data-state="succeeded"]`).waitFor({ timeout: 20_000 });
+    check((await graph.locator(`[data-node="${report}"]`).getAttribute("data-state")) === "waiting", "report is not waiting");
+    await page.screenshot({ path: path.join(outDir, "job-graph.png") });
+    await page.getByRole("button", { name: "Cancel workflow" }).click();
+    await page.getByRole("dialog", { name: "Cancel the whole workflow?" }).getByRole("button", { name: "Cancel workflow" }).click();
+    await graph.locator(`[data-node="${hold}"][data-state="cancelled"]`).waitFor({ timeout: 15_000 });
+    await graph.locator(`[data-node="${report}"][data-state="cancelled"]`).waitFor({ timeout: 15_000 });
+    await page.getByRole("button", { name: "Retry failed steps" }).click();
+    await page.getByRole("dialog", { name: "Retry the failed steps?" }).getByRole("button", { name: "Retry steps" }).click();
+    // Parents first: hold is queued again, and report waits for it again.
+    await graph.locator(`[data-node="${hold}"][data-state="queued"]`).waitFor({ timeout: 15_000 });
+    await graph.locator(`[data-node="${report}"][data-state="waiting"]`).waitFor({ timeout: 15_000 });
+    // Each other job is a link to its page.
+    await graph.locator(`[data-node="${report}"]`).click();
+    await page.waitForURL(new RegExp(`/jobs/${report}$`));
+    await stack.api("POST", `/v1/jobs/${hold}/cancel`);
+  });
+
   await step("dead jobs of one type are retried by filter from the dead-letter page, with a preview, and run again", async () => {
     const message = `e2e-bulk ${Date.now()}`;
     const made = await stack.api("POST", "/v1/jobs/batch", {

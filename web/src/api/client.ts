@@ -2,7 +2,7 @@
 // shape turned into ApiError with a message a person can read.
 
 import type {
-  BulkRequest, BulkResult, HistoryBacklog, Job, JobEvent, JobPage, Limit, LimitStatus, LiveJobFilter, QueueStats, Readiness, Schedule,
+  BulkRequest, BulkResult, HistoryBacklog, Job, JobEvent, JobGraph, JobPage, Limit, LimitStatus, LiveJobFilter, QueueStats, Readiness, Schedule,
   Storage, Throughput, Worker,
 } from "./types";
 
@@ -125,6 +125,8 @@ export const api = {
     request<JobPage>("GET", "/v1/jobs" + qs({ ...f, cursor, limit: String(limit) })),
   getJob: (id: string) => request<Job>("GET", `/v1/jobs/${enc(id)}`),
   jobEvents: (id: string) => request<{ events: JobEvent[] }>("GET", `/v1/jobs/${enc(id)}/events`),
+  /** jobGraph is the jobs connected to a job by dependencies, both ways (a workflow). */
+  jobGraph: (id: string) => request<JobGraph>("GET", `/v1/jobs/${enc(id)}/graph`),
   submitJob: (spec: Record<string, unknown>) => request<Job>("POST", "/v1/jobs", spec),
   cancelJob: (id: string) => request<Job>("POST", `/v1/jobs/${enc(id)}/cancel`),
   retryJob: (id: string) => request<Job>("POST", `/v1/jobs/${enc(id)}/retry`),

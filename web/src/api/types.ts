@@ -253,3 +253,31 @@ export interface Readiness {
   status: "ok" | "unavailable";
   checks: Record<string, { status: string; detail?: string }>;
 }
+
+/** A job of a dependency graph (GET /v1/jobs/{id}/graph). */
+export interface GraphNode {
+  id: string;
+  queue?: string;
+  type?: string;
+  state?: JobState;
+  attempt: number;
+  /** a workflow step's is wf:<workflow>:<step> */
+  idempotency_key?: string;
+  created_at?: string;
+  finished_at?: string;
+  /** neither Redis nor the history store knows it */
+  missing?: boolean;
+}
+
+/** to waits for (depends on) from. */
+export interface GraphEdge {
+  from: string;
+  to: string;
+}
+
+export interface JobGraph {
+  root: string;
+  nodes: GraphNode[];
+  edges: GraphEdge[];
+  truncated: boolean;
+}

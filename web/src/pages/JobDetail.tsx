@@ -1,5 +1,5 @@
-// Job detail: every field, payload, result and error, dependencies both
-// ways, and the event timeline, following the stream live.
+// Job detail: every field, payload, result and error, its dependency graph
+// both ways, and the event timeline, following the stream live.
 
 import { useEffect, useMemo, useState } from "react";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
@@ -8,6 +8,7 @@ import { api, describeError } from "../api/client";
 import { finalStates, type JobEvent, type StreamEvent } from "../api/types";
 import { useLive } from "../live/store";
 import { Confirm, ErrorBanner, JsonBlock, Pre, StateBadge } from "../components/ui";
+import { DependencyGraph } from "../components/DependencyGraph";
 import { ago, when } from "../lib/format";
 
 /** mergeTimeline joins the recorded history with events the stream showed, oldest first, without repeats. */
@@ -42,13 +43,6 @@ export function JobDetail({ id }: { id: string }) {
   }, [liveEvent, id, qc]);
 
   const j = job.data;
-  const children = useQuery({
-    queryKey: ["children", id, j?.queue],
-    queryFn: () => api.searchJobs({ queue: j!.queue, from: j!.created_at }, undefined, 500),
-    enabled: !!j,
-    retry: false,
-    select: (page) => page.jobs.filter((c) => c.depends_on?.includes(id)),
-  });
 
   const action = useMutation({
     mutationFn: (a: "cancel" | "retry") => (a === "cancel" ? api.cancelJob(id) : api.retryJob(id)),
@@ -132,15 +126,6 @@ export function JobDetail({ id }: { id: string }) {
               </>
             ) : null}
           </dl>
-          <h2>Dependencies</h2>
-          <h3>Parents (this job waits for)</h3>
-          {j.depends_on?.length ? (
-            <ul className="links">{j.depends_on.map((p) => <li key={p}><Link href={`/jobs/${p}`} className="mono">{p}</Link></li>)}</ul>
-          ) : <p className="muted">none</p>}
-          <h3>Children (jobs waiting for this one)</h3>
-          {children.error ? <p className="muted">{describeError(children.error)}</p> : children.data?.length ? (
-            <ul className="links">{children.data.map((c) => <li key={c.id}><Link href={`/jobs/${c.id}`} className="mono">{c.id}</Link> <StateBadge state={c.state} /></li>)}</ul>
-          ) : <p className="muted">none found</p>}
         </section>
         <section aria-labelledby="data">
           <h2 id="data">Payload</h2>
@@ -165,6 +150,11 @@ export function JobDetail({ id }: { id: string }) {
           </ol>
         </section>
       </div>
+      <section aria-labelledby="deps" className="deps-section">
+        <h2 id="deps">Dependencies</h2>
+        <p className="muted small">Parents to the left: a job waits for the jobs whose arrows point at it.</p>
+        <DependencyGraph id={j.id} />
+      </section>
       <Confirm
         open={confirm !== null}
         title={confirm === "cancel" ? "Cancel this job?" : "Retry this job?"}
