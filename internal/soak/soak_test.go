@@ -97,6 +97,17 @@ var kinds = []kind{
 			{"type": "sundial.echo", "depends_on": []string{"@0"}, "max_attempts": 25},
 		}
 	}},
+	{"workflow", job.Succeeded, func(r *rand.Rand) []map[string]any {
+		// Steps of POST /v1/workflows (submitWorkflow): a diamond over two
+		// queues, whose cross-queue edges the poller settles.
+		retry := map[string]any{"base_seconds": 0.05, "max_seconds": 0.5}
+		return []map[string]any{
+			{"name": "a", "job": map[string]any{"type": "sundial.sleep", "queue": upQueue, "payload": map[string]any{"ms": 20 + r.IntN(80)}, "max_attempts": 25, "backoff": retry}},
+			{"name": "b", "job": map[string]any{"type": "sundial.echo", "queue": soakQueue, "max_attempts": 25, "backoff": retry}, "after": []string{"a"}},
+			{"name": "c", "job": map[string]any{"type": "sundial.fail", "queue": upQueue, "payload": map[string]any{"times": 1}, "max_attempts": 25, "backoff": retry}, "after": []string{"a"}},
+			{"name": "d", "job": map[string]any{"type": "sundial.echo", "queue": soakQueue, "max_attempts": 25, "backoff": retry}, "after": []string{"b", "c"}},
+		}
+	}},
 	{"chain", job.Succeeded, func(r *rand.Rand) []map[string]any {
 		return []map[string]any{
 			{"type": "sundial.echo", "max_attempts": 25},
@@ -224,6 +235,9 @@ func (l *ledger) add(ts ...tracked) {
 // acknowledged.
 func (s *stack) submit(t *testing.T, r *rand.Rand, k kind, seq string, l *ledger) ([]string, error) {
 	specs := k.specs(r)
+	if k.name == "workflow" {
+		return s.submitWorkflow(k, seq, specs, l)
+	}
 	group := ""
 	if r.IntN(2) == 0 {
 		group = fmt.Sprintf("tenant-%d", r.IntN(3)) // fairness groups (docs/flow-control.md)
@@ -304,6 +318,27 @@ func (s *stack) submit(t *testing.T, r *rand.Rand, k kind, seq string, l *ledger
 		if err != nil || code != http.StatusOK {
 			return ids, fmt.Errorf("cancel %s: %d %s %v", ids[0], code, b, err)
 		}
+	}
+	return ids, nil
+}
+
+// submitWorkflow submits steps as one workflow named seq: its steps'
+// idempotency keys ("wf:<seq>:<step>") make a retry after a lost answer
+// create nothing twice.
+func (s *stack) submitWorkflow(k kind, seq string, steps []map[string]any, l *ledger) ([]string, error) {
+	code, b, err := s.Call("POST", "/v1/workflows", map[string]any{"id": "soak-" + seq, "steps": steps}, 60*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	var out struct{ Steps map[string]job.Job }
+	if (code != http.StatusCreated && code != http.StatusOK) || json.Unmarshal(b, &out) != nil || len(out.Steps) != len(steps) {
+		return nil, fmt.Errorf("workflow: %d %s", code, b)
+	}
+	var ids []string
+	for _, st := range steps {
+		id := out.Steps[st["name"].(string)].ID
+		ids = append(ids, id)
+		l.add(tracked{id: id, kind: k.name, final: k.final})
 	}
 	return ids, nil
 }
