@@ -309,6 +309,57 @@ async function flows(page) {
     await page.getByTestId("timeline").getByText("retried").waitFor({ timeout: 15_000 });
   });
 
+  await step("dead jobs are moved to another queue from the dead-letter page, selected and by filter", async () => {
+    const message = `e2e-move ${Date.now()}`;
+    const made = await stack.api("POST", "/v1/jobs/batch", {
+      jobs: Array.from({ length: 2 }, () => ({ queue: "e2e", type: "sundial.fail", payload: { times: 99, message }, max_attempts: 1 })),
+    });
+    const ids = made.jobs.map((j) => j.id);
+    await waitFor("the two jobs to be dead", async () => {
+      for (const id of ids) if ((await stack.api("GET", `/v1/jobs/${id}`)).state !== "dead") return false;
+      return true;
+    }, { timeoutMs: 20_000 });
+    const movedTo = async (id) => (await stack.api("GET", "/v1/queues/e2e-moved/jobs?state=queued&limit=500")).jobs.find((j) => j.idempotency_key === `moved-from:${id}`);
+    await page.goto(base + "/dead/e2e");
+    await page.getByRole("checkbox", { name: `Select job ${ids[0]}` }).check();
+    await page.getByRole("button", { name: "Move selected…" }).click();
+    let dialog = page.getByRole("dialog", { name: "Move dead jobs to another queue?" });
+    check(await dialog.getByRole("button", { name: "Move", exact: true }).isDisabled(), "Move enabled without a queue");
+    await dialog.getByLabel("To queue").fill("e2e-moved");
+    await dialog.getByRole("button", { name: "Move", exact: true }).click();
+    await page.getByTestId("bulk-outcome").getByText("Moved 1 job.").waitFor({ timeout: 15_000 });
+    check(!!(await movedTo(ids[0])), "the selected job is not queued in e2e-moved");
+    // The other one, by filter: its type and the error it died with.
+    const form = page.getByRole("form", { name: "Retry dead jobs by filter" });
+    await form.getByLabel("Type", { exact: true }).fill("sundial.fail");
+    await form.getByLabel("Error contains", { exact: true }).fill(message);
+    await form.getByRole("button", { name: "Move matching…" }).click();
+    dialog = page.getByRole("dialog", { name: "Move dead jobs to another queue?" });
+    await dialog.getByLabel("To queue").fill("e2e-moved");
+    await dialog.getByRole("button", { name: "Move", exact: true }).click();
+    await page.getByTestId("bulk-outcome").getByText("Moved 1 job.").waitFor({ timeout: 15_000 });
+    check(!!(await movedTo(ids[1])), "the job matching the filter is not queued in e2e-moved");
+    await stack.api("POST", "/v1/queues/e2e-moved/jobs/bulk", { action: "cancel", filter: { state: "queued" } });
+  });
+
+  await step("the live list cancels every matching job by filter, in one request", async () => {
+    // No worker serves e2e-cm: its jobs stay queued.
+    const made = await stack.api("POST", "/v1/jobs/batch", {
+      jobs: [...Array.from({ length: 3 }, () => ({ queue: "e2e-cm", type: "e2e.cancelme" })), { queue: "e2e-cm", type: "e2e.keep" }],
+    });
+    const ids = made.jobs.map((j) => j.id);
+    await page.goto(base + "/jobs?queue=e2e-cm&state=queued&type=e2e.cancelme");
+    for (const id of ids.slice(0, 3)) await page.locator(`[data-job="${id}"]`).waitFor({ timeout: 15_000 });
+    await page.getByRole("button", { name: "Cancel all matching…" }).click();
+    const dialog = page.getByRole("dialog", { name: "Cancel every matching job?" });
+    await dialog.getByTestId("cancel-matching-what").getByText("e2e.cancelme").waitFor();
+    await dialog.getByRole("button", { name: "Cancel matching" }).click();
+    await page.getByTestId("bulk-outcome").getByText("Cancelled 3 jobs.").waitFor({ timeout: 15_000 });
+    for (const id of ids.slice(0, 3)) check((await stack.api("GET", `/v1/jobs/${id}`)).state === "cancelled", `job ${id} not cancelled`);
+    check((await stack.api("GET", `/v1/jobs/${ids[3]}`)).state === "queued", "the job of another type was cancelled too");
+    await stack.api("POST", `/v1/jobs/${ids[3]}/cancel`);
+  });
+
   await step("without a history store the Jobs page lists jobs live from Redis, and cancels the selected in one request", async () => {
     // A second API on the same Redis, with SUNDIAL_HISTORY=off (GET /v1/jobs answers 503 there).
     const port = await freePort();

@@ -1,5 +1,6 @@
-// Dead letters per queue: inspect, retry or purge the selected jobs, all of
-// them, or retry every dead job matching a filter (type, error, since). Each
+// Dead letters per queue: inspect, retry, move or purge the selected jobs,
+// all of them, or retry or move to another queue every dead job matching a
+// filter (type, error, since). Each
 // is one request to the bulk route, confirmed first; its progress comes from
 // the stream's bulk messages.
 
@@ -15,7 +16,10 @@ import { Confirm, Empty, ErrorBanner } from "../components/ui";
 import { ago, fromInput, num } from "../lib/format";
 import { previewDead, type DeadPreview } from "../lib/bulk";
 
-type Action = { kind: "retry" | "purge"; all: boolean } | { kind: "filter"; filter: BulkFilter };
+type Action = { kind: "retry" | "purge"; all: boolean } | { kind: "filter"; filter: BulkFilter } | { kind: "move"; filter?: BulkFilter };
+
+/** validQueue tells whether a queue name is one the API takes. */
+const validQueue = (q: string) => /^[a-z0-9_-]{1,64}$/.test(q);
 
 /** describeFilter says in words which dead jobs a filter selects. */
 export function describeFilter(f: BulkFilter): string {
@@ -60,6 +64,7 @@ export function DeadLetters({ queue }: { queue?: string }) {
   const [running, setRunning] = useState<{ id: string; action: BulkAction } | null>(null);
   const [message, setMessage] = useState<{ ok: boolean; text: string } | null>(null);
   const [form, setForm] = useState({ type: "", error: "", since: "" });
+  const [moveTo, setMoveTo] = useState("");
 
   const list = useInfiniteQuery({
     queryKey: ["dead", name, deadCount],
@@ -85,7 +90,8 @@ export function DeadLetters({ queue }: { queue?: string }) {
     const a = action;
     const body: BulkRequest =
       a.kind === "filter" ? { action: "retry", filter: a.filter }
-        : { action: a.kind === "retry" ? "retry" : "delete", ...(a.all ? { filter: {} } : { ids: [...selected] }) };
+        : a.kind === "move" ? { action: "move", to_queue: moveTo.trim(), ...(a.filter ? { filter: a.filter } : { ids: [...selected] }) }
+          : { action: a.kind === "retry" ? "retry" : "delete", ...(a.all ? { filter: {} } : { ids: [...selected] }) };
     const id = bulkRequestId();
     setAction(null);
     setMessage(null);
@@ -94,8 +100,9 @@ export function DeadLetters({ queue }: { queue?: string }) {
       const r = await api.bulk(name, body, id);
       let text = describeBulk(r);
       if (body.action === "delete") text += " Their history stays in the history store.";
+      if (body.action === "move") text += ` They are queued in ${body.to_queue} with new ids (idempotency key moved-from:<old id>).`;
       setMessage({ ok: true, text });
-      if (a.kind !== "filter") setSelected(new Set());
+      if (a.kind !== "filter" && !(a.kind === "move" && a.filter)) setSelected(new Set());
     } catch (err) {
       setMessage({ ok: false, text: describeError(err) });
     }
@@ -154,11 +161,13 @@ export function DeadLetters({ queue }: { queue?: string }) {
             </div>
             <div className="filter-actions">
               <button type="submit" disabled={!deadCount || busy}>Retry matching…</button>
+              <button type="button" disabled={!deadCount || busy} onClick={() => setAction({ kind: "move", filter })}>Move matching…</button>
             </div>
           </form>
           <div className="toolbar" role="group" aria-label="Dead-letter actions">
             <span>{selected.size} selected</span>
             <button type="button" disabled={selected.size === 0 || busy} onClick={() => setAction({ kind: "retry", all: false })}>Retry selected</button>
+            <button type="button" disabled={selected.size === 0 || busy} onClick={() => setAction({ kind: "move" })}>Move selected…</button>
             <button type="button" disabled={selected.size === 0 || busy} onClick={() => setAction({ kind: "purge", all: false })} className="danger-outline">Purge selected</button>
             <span className="spacer" />
             <button type="button" disabled={!deadCount || busy} onClick={() => setAction({ kind: "retry", all: true })}>Retry all</button>
@@ -184,17 +193,35 @@ export function DeadLetters({ queue }: { queue?: string }) {
       )}
       <Confirm
         open={action !== null}
-        title={action?.kind === "purge" ? "Purge dead jobs?" : action?.kind === "filter" ? "Retry matching dead jobs?" : "Retry dead jobs?"}
+        title={action?.kind === "purge" ? "Purge dead jobs?" : action?.kind === "filter" ? "Retry matching dead jobs?"
+          : action?.kind === "move" ? "Move dead jobs to another queue?" : "Retry dead jobs?"}
         body={
-          action?.kind === "filter" && name
+          action?.kind === "move" && name
+            ? (
+              <div>
+                <p>
+                  Move {action.filter ? <>every dead job of <strong>{name}</strong>{describeFilter(action.filter) ? " " + describeFilter(action.filter) : ""}</>
+                    : <>{num(selected.size)} dead job{selected.size === 1 ? "" : "s"} of <strong>{name}</strong></>}{" "}
+                  to another queue? Each is queued there as a new job (a new id, attempts at 0, its idempotency key
+                  moved-from:&lt;old id&gt;) and leaves the dead letters of {name}; its history stays under its old id.
+                </p>
+                <div className="filter">
+                  <label htmlFor="d-move-to">To queue</label>
+                  <input id="d-move-to" value={moveTo} onChange={(e) => setMoveTo(e.target.value)} placeholder="queue name" aria-invalid={moveTo !== "" && (!validQueue(moveTo.trim()) || moveTo.trim() === name)} />
+                </div>
+                {moveTo !== "" && !validQueue(moveTo.trim()) ? <p className="error-text">A queue name is 1 to 64 of a-z, 0-9, _ and -.</p> : null}
+                {moveTo.trim() === name ? <p className="error-text">Choose another queue than {name}.</p> : null}
+              </div>
+            )
+            : action?.kind === "filter" && name
             ? <FilterPreview queue={name} filter={action.filter} preview={preview} />
             : action?.kind === "retry"
               ? <p>Queue {action.all ? "every" : num(count)} dead job{count === 1 ? "" : "s"} of <strong>{name}</strong> again{action.all ? ` (${num(count)})` : ""}, with attempts reset to 0?</p>
               : <p>Delete {action?.kind === "purge" && action.all ? "every" : num(count)} dead job{count === 1 ? "" : "s"} of <strong>{name}</strong>{action?.kind === "purge" && action.all ? ` (${num(count)})` : ""} from Redis? This cannot be undone; their history stays in the history store.</p>
         }
-        confirmLabel={action?.kind === "purge" ? "Purge" : action?.kind === "filter" ? "Retry matching" : "Retry"}
+        confirmLabel={action?.kind === "purge" ? "Purge" : action?.kind === "filter" ? "Retry matching" : action?.kind === "move" ? "Move" : "Retry"}
         danger={action?.kind === "purge"}
-        disabled={action?.kind === "filter" && !preview.data?.count}
+        disabled={(action?.kind === "filter" && !preview.data?.count) || (action?.kind === "move" && (!validQueue(moveTo.trim()) || moveTo.trim() === name))}
         busy={busy}
         onConfirm={run}
         onCancel={() => setAction(null)}

@@ -1,12 +1,13 @@
 // Jobs: the live list of a queue from Redis (a queue and a live state
 // chosen, or no history store) or the history search, with filters kept in
 // the URL, cursor paging, rows that follow the stream, and bulk cancel,
-// retry and delete through the bulk route (one request per queue).
+// retry and delete through the bulk route (one request per queue); in the
+// live list, cancel every job of the queue's state (and type) by filter.
 
 import { useEffect, useMemo, useState } from "react";
 import { useInfiniteQuery, useQuery, useQueryClient } from "@tanstack/react-query";
 import { Link, useLocation } from "wouter";
-import { api, isNoHistory, type JobFilter } from "../api/client";
+import { api, bulkRequestId, isNoHistory, type JobFilter } from "../api/client";
 import { jobStates, type BulkAction, type Job, type Priority } from "../api/types";
 import { useLive } from "../live/store";
 import { JobTable } from "../components/JobTable";
@@ -14,7 +15,7 @@ import { BulkProgress, describeBulk } from "../components/Bulk";
 import { Confirm, Empty, ErrorBanner } from "../components/ui";
 import { useParams } from "../lib/params";
 import { bulkByIds, type BulkOutcome } from "../lib/bulk";
-import { fromInput, toInput } from "../lib/format";
+import { fromInput, num, toInput } from "../lib/format";
 import { chooseSource, liveOrder } from "../lib/source";
 
 const heldReasons: Record<string, string> = {
@@ -57,6 +58,7 @@ export function Jobs() {
   const qc = useQueryClient();
   const [selected, setSelected] = useState<Set<string>>(new Set());
   const [action, setAction] = useState<BulkAction | null>(null);
+  const [cancelMatching, setCancelMatching] = useState(false);
   const [running, setRunning] = useState<{ id: string; action: BulkAction } | null>(null);
   const [outcome, setOutcome] = useState<BulkOutcome | null>(null);
 
@@ -130,6 +132,31 @@ export function Jobs() {
     setOutcome(r);
     setSelected(new Set());
     qc.invalidateQueries({ queryKey: ["jobs"] });
+    qc.invalidateQueries({ queryKey: ["live-jobs"] });
+  };
+
+  // Cancel by filter: every job of the live list's queue and state (and
+  // type), however many, in one request that the server runs in chunks.
+  const cancellable = liveMode && !id && !held && (liveState === "queued" || liveState === "scheduled" || liveState === "waiting");
+  const stateCount = (() => {
+    const st = queues?.find((q) => q.name === liveQueue);
+    if (!st || !liveState) return undefined;
+    if (liveState === "queued") return st.queued.high + st.queued.normal + st.queued.low;
+    return liveState === "scheduled" ? st.scheduled : st.waiting;
+  })();
+  const doCancelMatching = async () => {
+    if (!liveState) return;
+    setCancelMatching(false);
+    setOutcome(null);
+    const rid = bulkRequestId();
+    setRunning({ id: rid, action: "cancel" });
+    try {
+      const r = await api.bulk(liveQueue, { action: "cancel", filter: { state: liveState, ...(filter.type ? { type: filter.type } : {}) } }, rid);
+      setOutcome({ action: "cancel", matched: r.matched, count: r.count, failed: [] });
+    } catch (error) {
+      setOutcome({ action: "cancel", matched: 0, count: 0, failed: [{ queue: liveQueue, ids: stateCount ?? 0, error }] });
+    }
+    setRunning(null);
     qc.invalidateQueries({ queryKey: ["live-jobs"] });
   };
 
@@ -242,6 +269,11 @@ export function Jobs() {
         <button type="button" disabled={selectedCount === 0 || !!running} onClick={() => setAction("retry")}>Retry selected</button>
         <button type="button" disabled={selectedCount === 0 || !!running} onClick={() => setAction("delete")} className="danger-outline">Delete selected</button>
         <span className="spacer" />
+        {cancellable ? (
+          <button type="button" disabled={!!running || stateCount === 0} onClick={() => setCancelMatching(true)} className="danger-outline">
+            Cancel all matching…
+          </button>
+        ) : null}
         {source.kind === "live" && !id ? (
           <button type="button" className="link" onClick={() => live.refetch()}>Refresh</button>
         ) : null}
@@ -296,6 +328,22 @@ export function Jobs() {
         busy={!!running}
         onConfirm={doBulk}
         onCancel={() => setAction(null)}
+      />
+      <Confirm
+        open={cancelMatching}
+        title="Cancel every matching job?"
+        body={
+          <p data-testid="cancel-matching-what">
+            Cancel every <strong>{liveState}</strong> job{filter.type ? <> of type <strong className="mono">{filter.type}</strong></> : null} of{" "}
+            <strong>{liveQueue}</strong>{stateCount !== undefined ? <> ({num(stateCount)} {liveState} in the queue now{filter.type ? ", of every type" : ""})</> : null}?
+            The server cancels them in chunks and says how many; their dependents are cancelled too.
+          </p>
+        }
+        confirmLabel="Cancel matching"
+        danger
+        busy={!!running}
+        onConfirm={doCancelMatching}
+        onCancel={() => setCancelMatching(false)}
       />
     </>
   );
