@@ -30,6 +30,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,10 +46,10 @@ import (
 )
 
 type options struct {
-	redisAddr, api     string
-	jobs, queues, dead int
-	requests           int
-	skipFill           bool
+	redisAddr, api      string
+	jobs, queues, dead  int
+	requests, pageLoads int
+	skipFill            bool
 }
 
 func main() {
@@ -59,6 +61,7 @@ func main() {
 	flag.IntVar(&o.dead, "dead", 100_000, "dead jobs to make in queue load-dead, for the bulk retries")
 	flag.IntVar(&o.requests, "requests", 300, "list requests per measured case")
 	flag.BoolVar(&o.skipFill, "skip-fill", false, "measure what the Redis already holds")
+	flag.IntVar(&o.pageLoads, "page-loads", 5, "Chromium loads of each dashboard page (pages.mjs; 0: none, also when node or Chromium is missing)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "millionbench:", err)
@@ -183,7 +186,7 @@ func run(o options) error {
 			queues[0], found, requests, time.Since(start).Round(time.Millisecond), pct(lat, 95))
 	}
 	if o.dead <= 0 {
-		return nil
+		return b.pageTimes(o)
 	}
 	fmt.Println()
 	start := time.Now()
@@ -213,6 +216,30 @@ func run(o options) error {
 			return err
 		}
 		fmt.Printf("%s: %s, matched %d, retried %d, read %d\n", c.name, d.Round(time.Millisecond), res.Matched, res.Count, res.Scanned)
+	}
+	return b.pageTimes(o)
+}
+
+// pageTimes loads the dashboard's pages in Chromium (pages.mjs) and prints
+// how long each took to show its data; it says why when it cannot.
+func (b *bench) pageTimes(o options) error {
+	if o.pageLoads <= 0 {
+		return nil
+	}
+	script := filepath.Join("tools", "millionbench", "pages.mjs")
+	if _, err := os.Stat(script); err != nil {
+		fmt.Println("\npage timings skipped: run from the repository's root (tools/millionbench/pages.mjs)")
+		return nil
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		fmt.Println("\npage timings skipped: no node (and web/node_modules with playwright-core) on PATH")
+		return nil
+	}
+	fmt.Println()
+	cmd := exec.Command("node", script, b.base, strconv.Itoa(o.queues), strconv.Itoa(o.pageLoads))
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("page timings: %w", err)
 	}
 	return nil
 }
