@@ -20,13 +20,11 @@ import (
 func TestWorkflowSurvivesRedisKill(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
-	srv := queuetest.Start(t)
+	// fsync every write (also after the restart) so that kill -9 loses
+	// nothing acknowledged.
+	srv := queuetest.StartWith(t, "--appendfsync", "always")
 	rdb := srv.Client()
 	ctx := context.Background()
-	// fsync every write so that kill -9 loses nothing acknowledged.
-	if err := rdb.ConfigSet(ctx, "appendfsync", "always").Err(); err != nil {
-		t.Fatal(err)
-	}
 	q := queue.New(rdb, queue.Options{})
 	queues := "wfa,wfb,wfc"
 	startProc(t, binary(t, "poller"), serviceEnv(srv)...)
@@ -87,9 +85,6 @@ func TestWorkflowSurvivesRedisKill(t *testing.T) {
 		t.Fatalf("the fan-in job is %s before the kill; the workflow ran too fast to test", state(fanIn.ID))
 	}
 	srv.Restart()
-	if err := rdb.ConfigSet(ctx, "appendfsync", "always").Err(); err != nil {
-		t.Fatal(err)
-	}
 	killedAt := time.Since(start)
 
 	queuetest.Eventually(t, 120*time.Second, "every job of the workflow succeeded", func() bool {
