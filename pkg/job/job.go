@@ -112,16 +112,19 @@ type Job struct {
 	DependsOn      []string        `json:"depends_on,omitempty"`
 	// OnDependencyFailure is what happens when a dependency ends dead or
 	// cancelled: "" (cancel: the job is cancelled too) or "run".
-	OnDependencyFailure string          `json:"on_dependency_failure,omitempty"`
-	IdempotencyKey      string          `json:"idempotency_key,omitempty"`
-	Group               string          `json:"group,omitempty"`
-	Traceparent         string          `json:"traceparent,omitempty"`
-	CreatedAt           time.Time       `json:"created_at"`
-	StartedAt           *time.Time      `json:"started_at,omitempty"`
-	FinishedAt          *time.Time      `json:"finished_at,omitempty"`
-	WorkerID            string          `json:"worker_id,omitempty"`
-	Result              json.RawMessage `json:"result,omitempty"`
-	LastError           string          `json:"last_error,omitempty"`
+	OnDependencyFailure string `json:"on_dependency_failure,omitempty"`
+	IdempotencyKey      string `json:"idempotency_key,omitempty"`
+	Group               string `json:"group,omitempty"`
+	Traceparent         string `json:"traceparent,omitempty"`
+	// Batch is the id of the batch the job belongs to (docs/workflows.md,
+	// "Batches"): as a member, or as one of its callbacks.
+	Batch      string          `json:"batch,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	StartedAt  *time.Time      `json:"started_at,omitempty"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	WorkerID   string          `json:"worker_id,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	LastError  string          `json:"last_error,omitempty"`
 	// Progress is what the running attempt last reported (0..100 and a
 	// message); nil when it reported none.
 	Progress *Progress `json:"progress,omitempty"`

@@ -212,6 +212,10 @@ func (p *Poller) pass(ctx context.Context, prune bool) (time.Time, error) {
 		// ended and settle the edges (queue.Client.SettleRemoteDeps).
 		_, err = p.q.SettleRemoteDeps(ctx, name, p.cfg.Batch)
 		p.step(name, "settle", err)
+		// Ends of batch members: relayed to their batches
+		// (queue.Client.RelayBatchEnds).
+		_, err = p.q.RelayBatchEnds(ctx, name, p.cfg.Batch)
+		p.step(name, "batch_relay", err)
 		if time.Since(p.lastUnhandled[name]) >= p.unhandledEvery() {
 			p.lastUnhandled[name] = time.Now()
 			p.step(name, "unhandled", p.unhandled(ctx, name, live))
@@ -224,6 +228,10 @@ func (p *Poller) pass(ctx context.Context, prune bool) (time.Time, error) {
 			return time.Time{}, ctx.Err()
 		}
 	}
+	// The callbacks of batches whose members all ended; counted under the
+	// queue label "" (no one queue's).
+	_, err = p.q.FireBatchCallbacks(ctx, p.cfg.Batch)
+	p.step("", "batch_callbacks", err)
 	if !next.IsZero() {
 		// Retry a failing queue soon, but not in a tight loop.
 		for _, f := range p.failing {

@@ -49,6 +49,7 @@ func DecodeJob(queue, id string, h map[string]string) *job.Job {
 		IdempotencyKey: h["idempotency_key"],
 		Group:          h["group"],
 		Traceparent:    h["traceparent"],
+		Batch:          h["batch"],
 		StartedAt:      opt(h["started_at"]),
 		FinishedAt:     opt(h["finished_at"]),
 		WorkerID:       h["worker_id"],

@@ -102,3 +102,15 @@ func workerKey(id string) string { return keyWorkerPrefix + id }
 
 // JobKey returns the hash that holds job id of queue.
 func JobKey(queue, id string) string { return keysFor(queue).job(id) }
+
+// keyBatchesOpen is the set of batches whose callbacks have not all fired
+// (batch.go): the poller looks there for callbacks due.
+const keyBatchesOpen = prefix + "batches:open"
+
+// batchKeys are the keys of one batch, in lua/batchadd.lua's KEYS order.
+// Their hash tag "{batch.<id>}" is no queue's (queue names have no '.'):
+// a batch lives in its own slot, wherever its members' queues live.
+func batchKeys(id string) []string {
+	tag := prefix + "{batch." + id + "}:"
+	return []string{tag + "meta", tag + "members", tag + "queues", tag + "done"}
+}

@@ -19,6 +19,10 @@ var luaFS embed.FS
 // registryScripts run over the registry of readers, not a queue (format.go).
 var registryScripts = []string{"register", "switch"}
 
+// batchScripts run over a batch's keys, in its own slot (batch.go): also
+// no begin(), and they share lua/batchlib.lua.
+var batchScripts = []string{"batchadd", "batchsettle"}
+
 var scriptNames = []string{"submit", "claim", "extend", "complete", "cycle", "reclaim", "release", "promote", "cancel", "retry", "purge", "prune", "resume", "limit", "forget", "unhandled", "settle"}
 
 // freesMemory are the scripts that only delete (pruning ended jobs,
@@ -56,6 +60,8 @@ type scripts struct {
 	// no process loses its registration (and stops) for that alone.
 	// switchFormat moves the format marker (format.go), the same way.
 	register, switchFormat *script
+	// batchAdd and batchSettle run over a batch's keys (batch.go).
+	batchAdd, batchSettle *script
 
 	library string // the library's source, FUNCTION LOAD's argument
 	name    string // the library's name: "sundial_" + a hash of its source
@@ -82,6 +88,10 @@ func loadScripts() *scripts {
 	}
 	for _, n := range registryScripts {
 		code += mainOf(n) // needs nothing of lib.lua; see below
+	}
+	code += mustRead("batchlib.lua") + "\n"
+	for _, n := range batchScripts {
+		code += mainOf(n)
 	}
 	sum := sha1.Sum([]byte(code))
 	name := "sundial_" + hex.EncodeToString(sum[:8])
@@ -114,6 +124,13 @@ func loadScripts() *scripts {
 		byName[n] = newScript(name+"_"+n, "local KEYS, ARGV = KEYS, ARGV\n"+mainOf(n)+"return main_"+n+"()\n")
 	}
 	s.register, s.switchFormat = byName["register"], byName["switch"]
+	// The batch scripts: the same, without allow-oom (they add members),
+	// and the fallback of each is batchlib.lua and its file.
+	for _, n := range batchScripts {
+		lib.WriteString(fmt.Sprintf("redis.register_function{function_name='%s_%s', callback=function(keys, args) KEYS, ARGV = keys, args; return main_%s() end}\n", name, n, n))
+		byName[n] = newScript(name+"_"+n, "local KEYS, ARGV = KEYS, ARGV\n"+mustRead("batchlib.lua")+"\n"+mainOf(n)+"return main_"+n+"()\n")
+	}
+	s.batchAdd, s.batchSettle = byName["batchadd"], byName["batchsettle"]
 	s.library = lib.String()
 	s.submit, s.claim, s.extend, s.complete, s.cycle = byName["submit"], byName["claim"], byName["extend"], byName["complete"], byName["cycle"]
 	s.reclaim, s.release, s.promote, s.cancel, s.retry = byName["reclaim"], byName["release"], byName["promote"], byName["cancel"], byName["retry"]

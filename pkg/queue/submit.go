@@ -347,13 +347,17 @@ func appendJobArgs(args []any, jobs []*job.Job, idx []int) []any {
 		j := jobs[i]
 		// The payload as []byte: sent as it is, not copied into a string.
 		args = append(args, j.ID, []byte(j.Payload), num[n])
-		if j.IdempotencyKey == "" && len(j.DependsOn) == 0 && j.Group == "" && j.Traceparent == "" {
+		if j.IdempotencyKey == "" && len(j.DependsOn) == 0 && j.Group == "" && j.Traceparent == "" && j.Batch == "" {
 			args = append(args, "")
 			continue
 		}
 		deps := strings.Join(j.DependsOn, ",")
 		if j.OnDependencyFailure == job.DependencyRun {
 			deps = "!" + deps // submit.lua: runs when a dependency fails
+		}
+		if j.Batch != "" {
+			args = append(args, "2", j.IdempotencyKey, deps, j.Group, j.Traceparent, j.Batch)
+			continue
 		}
 		args = append(args, "1", j.IdempotencyKey, deps, j.Group, j.Traceparent)
 	}

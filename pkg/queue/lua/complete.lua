@@ -80,6 +80,11 @@ if succeeded > 0 then
   call_chunked('HDEL', K_ACTIVE, done_ids)
   call_chunked('ZADD', K_FIN, fin)
   free_slot_counts(freed)
+  -- Members of batches (lib.lua, batch_ended): one EXISTS for a queue
+  -- without any.
+  if redis.call('EXISTS', QK .. 'blive') == 1 then
+    for _, id in ipairs(done_ids) do batch_ended(id, 'succeeded') end
+  end
   -- Dependents. Every job in a dependents set waits in K_WAIT (submit
   -- adds it to both; release and cancel_waiting in lib.lua take it out
   -- of both), so a queue with no waiting job has none to settle: one

@@ -795,9 +795,25 @@ local function release(id)
   return 1
 end
 
+-- batch_ended reports the end of job id in state `state` to its batch, if
+-- it is a live member of one (QK..'blive', written by submit.lua and
+-- retry.lua): it appends "<batch>\t<id>\t<state>\t<n>" to QK..'bends',
+-- n counting the member's ends (its field batch_ends), which the poller
+-- relays to the batch's own slot (batch.go, lua/batchsettle.lua): the
+-- member's latest end is the one that counts, and a relay sent twice
+-- counts once.
+local function batch_ended(id, state)
+  if redis.call('SREM', QK .. 'blive', id) == 0 then return end
+  local b = redis.call('HGET', JOB .. id, 'batch')
+  if not b then return end
+  local n = redis.call('HINCRBY', JOB .. id, 'batch_ends', 1)
+  redis.call('RPUSH', QK .. 'bends', b .. '\t' .. id .. '\t' .. state .. '\t' .. n)
+end
+
 -- finish records a final state on a job hash and its place among finished jobs.
 local function finish(id, state, extra)
   redis.call('HSET', JOB .. id, 'state', state, 'finished_at', NOW_S, unpack(extra))
+  batch_ended(id, state)
   if state == 'dead' then
     redis.call('ZADD', K_DEAD, NOW, id)
   else
@@ -990,10 +1006,13 @@ local function split_list(s)
 end
 
 -- submit_next_job: a submitted job's arguments start at ARGV[b]; the next
--- job's start 4 on, or 8 after a job with extras.
+-- job's start 4 on, 8 after a job with extras ('1'), 9 after one with
+-- extras and a batch ('2').
 local function submit_next_job(b)
-  if ARGV[b + 3] ~= '' then return b + 8 end
-  return b + 4
+  local e = ARGV[b + 3]
+  if e == '' then return b + 4 end
+  if e == '2' then return b + 9 end
+  return b + 8
 end
 
 -- submit_uniqueness reads the queue's uniqueness (uniqueness.go): how long

@@ -18,7 +18,8 @@
 -- then n jobs: id, payload, profile (1-based), extra ('' = none; '1' =
 --          four more follow: idempotency key ('' = none), depends_on
 --          (comma-separated ids, '' = none), group ('' = none),
---          traceparent ('' = none)).
+--          traceparent ('' = none); '2' = those four and a batch id: the
+--          job is a member of that batch, see batch_ended in lib.lua).
 -- Every argument is a string Redis makes for the call: sharing the fixed
 -- fields costs ~4 instead of 14 per job (docs/benchmarks/2026-11.md).
 -- Returns {'ok', i, id, …}: one pair per job whose idempotency key named
@@ -165,6 +166,10 @@ for i = 1, n do
       if deps_s ~= '' then opt[#opt + 1] = 'depends_on'; opt[#opt + 1] = deps_s end
       if group ~= '' then opt[#opt + 1] = 'group'; opt[#opt + 1] = group end
       if trace ~= '' then opt[#opt + 1] = 'traceparent'; opt[#opt + 1] = trace end
+      if ARGV[jb + 3] == '2' then
+        opt[#opt + 1] = 'batch'; opt[#opt + 1] = ARGV[jb + 8]
+        redis.call('SADD', QK .. 'blive', id)
+      end
     end
     local jtype, prio, created_at, run_at_s = ARGV[pf], ARGV[pf + 1], ARGV[pf + 6], ARGV[pf + 7]
     local run_at = p.due
