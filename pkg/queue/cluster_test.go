@@ -35,6 +35,15 @@ func TestClusterScriptsKeepToOneSlot(t *testing.T) {
 		exerciseEveryScript(t, ctx, q, clk, names[0])
 		queues = append(queues, names[0], names[0]+"-up") // -up: a queue its jobs depend on
 	}
+	// A batch whose members are in queues of all three masters, and its
+	// callback's queue: batchadd.lua and batchsettle.lua in the batch's slot.
+	var batchQueues []string
+	for _, names := range cl.QueuesOnShards("batchrule", 1) {
+		batchQueues = append(batchQueues, names[0])
+	}
+	batchAcrossShards(t, ctx, q, clk, batchQueues)
+	queues = append(queues, batchQueues...)
+	queues = append(queues, "cb", "batch.cluster") // the callback's queue; the batch's tag
 
 	// Redis 7 lets a script without flags read or write keys of another
 	// slot when that slot is on the same node, so check what was written:
@@ -43,7 +52,7 @@ func TestClusterScriptsKeepToOneSlot(t *testing.T) {
 		iter := m.Scan(ctx, 0, "*", 1000).Iterator()
 		for iter.Next(ctx) {
 			k := iter.Val()
-			ok := k == "sundial:queues" || k == "sundial:workers" || strings.HasPrefix(k, "sundial:worker:") ||
+			ok := k == "sundial:queues" || k == "sundial:workers" || strings.HasPrefix(k, "sundial:worker:") || k == "sundial:batches:open" ||
 				strings.HasPrefix(k, "sundial:{.storage}:")
 			for _, name := range queues {
 				ok = ok || strings.Contains(k, "{"+name+"}")
@@ -64,7 +73,7 @@ func TestClusterScriptsKeepToOneSlot(t *testing.T) {
 	}
 	want := 0
 	for _, f := range files {
-		if strings.HasSuffix(f.Name(), ".lua") && f.Name() != "lib.lua" {
+		if strings.HasSuffix(f.Name(), ".lua") && f.Name() != "lib.lua" && f.Name() != "batchlib.lua" {
 			want++
 		}
 	}
@@ -187,6 +196,57 @@ func exerciseEveryScript(t *testing.T, ctx context.Context, q *queue.Client, clk
 	must(q.Pause(ctx, name))
 	must(q.Resume(ctx, name)) // resume.lua
 	must(q.DeleteLimit(ctx, name, "l"))
+}
+
+// batchAcrossShards runs a batch of members in queues (on different
+// masters) to its end: the batch's slot is none of theirs, its callback
+// fires once, and the counts add up.
+func batchAcrossShards(t *testing.T, ctx context.Context, q *queue.Client, clk *clock, queues []string) {
+	t.Helper()
+	b := queue.BatchSpec{ID: "cluster"}
+	for i := range 9 {
+		j, err := (&job.Spec{Type: "m", Queue: queues[i%len(queues)]}).Build(clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Jobs = append(b.Jobs, j)
+	}
+	cb, err := (&job.Spec{Type: "cb", Queue: "cb"}).Build(clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.OnSuccess = cb
+	if _, _, err := q.CreateBatch(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range queues {
+		ls, err := q.Claim(ctx, name, 10, "w")
+		if err != nil || len(ls) != 3 {
+			t.Fatalf("claim %s: %d %v", name, len(ls), err)
+		}
+		var out []queue.Outcome
+		for _, l := range ls {
+			out = append(out, queue.Outcome{ID: l.Job.ID, Token: l.Token, Kind: queue.OutcomeSucceeded, WorkerID: "w"})
+		}
+		if _, err := q.Complete(ctx, name, out); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := q.RelayBatchEnds(ctx, name, 100); err != nil || n != 3 {
+			t.Fatalf("relay %s: %d %v", name, n, err)
+		}
+	}
+	for want := 1; want >= 0; want-- {
+		if n, err := q.FireBatchCallbacks(ctx, 10); err != nil || n != want {
+			t.Fatalf("fire = %d %v, want %d", n, err, want)
+		}
+	}
+	info, err := q.Batch(ctx, "cluster")
+	if err != nil || info.Counts != (queue.BatchCounts{Succeeded: 9}) || info.OnSuccess.State != "fired" {
+		t.Fatalf("batch = %+v %v", info, err)
+	}
+	if ls, err := q.Claim(ctx, "cb", 10, "w"); err != nil || len(ls) != 1 || ls[0].Job.ID != info.OnSuccess.JobID {
+		t.Fatalf("callback claimed: %v %v", ls, err)
+	}
 }
 
 // TestClusterWaitForWorkWaitsOnAllShards checks that a worker serving queues
