@@ -2,6 +2,7 @@ package sundial_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -386,4 +387,62 @@ func ExampleWorkflow() {
 	// extract nightly-etl succeeded "rows"
 	// transform nightly-etl succeeded "table"
 	// report nightly-reports succeeded "report.pdf"
+}
+
+// A batch of jobs in two queues and a callback that sums their results
+// once every one of them ended (fan-in).
+func ExampleClient_SubmitBatch() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	c := sundial.NewClient(rdb)
+
+	r := sundial.NewRunner(rdb, sundial.RunnerConfig{Queues: []string{"squares-a", "squares-b", "squares-sum"}})
+	sundial.HandleJSON(r, "square", func(ctx context.Context, n int) (any, error) { return n * n, nil })
+	r.HandleFunc("sum", func(ctx context.Context, j *sundial.Record) (any, error) {
+		var p struct{ Batch string }
+		if err := json.Unmarshal(j.Payload, &p); err != nil {
+			return nil, err
+		}
+		sum := 0
+		for res, err := range c.BatchResults(ctx, p.Batch) {
+			if err != nil {
+				return nil, err
+			}
+			var n int
+			_ = json.Unmarshal(res.Result, &n)
+			sum += n
+		}
+		return sum, nil
+	})
+	go r.Run(ctx)
+
+	info, err := c.SubmitBatch(ctx, sundial.Batch{
+		Jobs: []sundial.Args{
+			sundial.Job{Type: "square", Queue: "squares-a", Payload: 1},
+			sundial.Job{Type: "square", Queue: "squares-b", Payload: 2},
+			sundial.Job{Type: "square", Queue: "squares-a", Payload: 3},
+		},
+		OnComplete: sundial.Job{Type: "sum", Queue: "squares-sum"},
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(info.Total, info.Sealed)
+	// The poller fires the callback within about a second of the last end.
+	tick, deadline := time.NewTicker(10*time.Millisecond), time.After(10*time.Second)
+	defer tick.Stop()
+	for info.OnComplete.JobID == "" {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			panic("no callback")
+		}
+		info, _ = c.GetBatch(ctx, info.ID)
+	}
+	done, _ := c.Wait(ctx, info.OnComplete.JobID)
+	fmt.Println(done.State, string(done.Result), done.Batch == info.ID, info.Counts.Succeeded)
+	// Output:
+	// 3 true
+	// succeeded 14 true 3
 }

@@ -119,9 +119,19 @@ func (c *Client) CreateBatch(ctx context.Context, b BatchSpec) (*BatchInfo, []Su
 	if !ValidBatchID(b.ID) {
 		return nil, nil, &job.FieldError{Field: "id", Message: "id must match [A-Za-z0-9_.:@-]{1,128}"}
 	}
+	if len(b.Jobs) == 0 && !b.Open {
+		return nil, nil, &job.FieldError{Field: "jobs", Message: "jobs must hold at least one job (or the batch be open)"}
+	}
+	if err := checkMembers(b.Jobs); err != nil {
+		return nil, nil, err
+	}
 	var cb [2]string
 	for i, j := range []*job.Job{b.OnSuccess, b.OnComplete} {
 		if j != nil {
+			if _, err := withBatch(j.Payload, b.ID); err != nil {
+				f := [2]string{"on_success", "on_complete"}[i] + ".payload"
+				return nil, nil, &job.FieldError{Field: f, Message: f + " must be a JSON object (the callback's payload gets the member \"batch\")"}
+			}
 			data, err := json.Marshal(j)
 			if err != nil {
 				return nil, nil, err
@@ -150,6 +160,9 @@ func (c *Client) CreateBatch(ctx context.Context, b BatchSpec) (*BatchInfo, []Su
 // (ErrBatchSealed), and seals it after them when seal is true (jobs may
 // then be empty).
 func (c *Client) AddToBatch(ctx context.Context, id string, jobs []*job.Job, seal bool) (*BatchInfo, []Submitted, error) {
+	if err := checkMembers(jobs); err != nil {
+		return nil, nil, err
+	}
 	info, err := c.Batch(ctx, id)
 	if err != nil {
 		return nil, nil, err
@@ -158,6 +171,24 @@ func (c *Client) AddToBatch(ctx context.Context, id string, jobs []*job.Job, sea
 		return nil, nil, ErrBatchSealed
 	}
 	return c.addMembers(ctx, id, jobs, seal)
+}
+
+// checkMembers refuses members with dependencies or an idempotency key:
+// a member must be stored as the job the batch counts (a duplicate would
+// be another job), and one that waits for another is ordered by a
+// workflow, not a batch.
+func checkMembers(jobs []*job.Job) error {
+	for i, j := range jobs {
+		if len(j.DependsOn) > 0 {
+			f := fmt.Sprintf("jobs[%d].depends_on", i)
+			return &job.FieldError{Field: f, Message: f + " is not allowed in a batch member (use a workflow for an order)"}
+		}
+		if j.IdempotencyKey != "" {
+			f := fmt.Sprintf("jobs[%d].idempotency_key", i)
+			return &job.FieldError{Field: f, Message: f + " is not allowed in a batch member (the batch's id makes it one)"}
+		}
+	}
+	return nil
 }
 
 // addMembers registers jobs as members of batch id (so that an end is
@@ -664,7 +695,8 @@ func batchSettled(m []string) bool {
 // fired in the batch's field (success or complete).
 func (c *Client) fireCallback(ctx context.Context, id, spec, which, field string) error {
 	var j job.Job
-	if err := json.Unmarshal([]byte(spec), &j); err != nil {
+	err := json.Unmarshal([]byte(spec), &j)
+	if err != nil {
 		return fmt.Errorf("batch %s: %s: %w", id, which, err)
 	}
 	now := c.opts.Now()
@@ -672,6 +704,9 @@ func (c *Client) fireCallback(ctx context.Context, id, spec, which, field string
 	j.CreatedAt, j.RunAt = now, now
 	j.IdempotencyKey = BatchIdempotencyKey(id, which)
 	j.Batch = id
+	if j.Payload, err = withBatch(j.Payload, id); err != nil {
+		return fmt.Errorf("batch %s: %s: %w", id, which, err)
+	}
 	subs, err := c.Submit(ctx, []*job.Job{&j})
 	if err != nil {
 		return fmt.Errorf("batch %s: %s: %w", id, which, err)
@@ -680,4 +715,18 @@ func (c *Client) fireCallback(ctx context.Context, id, spec, which, field string
 		return fmt.Errorf("batch %s: %s: %w", id, which, err)
 	}
 	return nil
+}
+
+// withBatch returns payload, a JSON object (or empty), with its member
+// "batch" set to id: how a callback's handler learns its batch.
+func withBatch(payload json.RawMessage, id string) (json.RawMessage, error) {
+	m := map[string]json.RawMessage{}
+	if len(payload) > 0 && string(payload) != "null" {
+		if err := json.Unmarshal(payload, &m); err != nil || m == nil {
+			return nil, errors.New("the payload is not a JSON object")
+		}
+	}
+	b, _ := json.Marshal(id)
+	m["batch"] = b
+	return json.Marshal(m)
 }

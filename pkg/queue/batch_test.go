@@ -19,7 +19,7 @@ func (e *env) newBatch(t *testing.T, id string, n int, queues []string, onSucces
 		b.Jobs = append(b.Jobs, e.build(t, job.Spec{Type: "member", Queue: queues[i%len(queues)], Payload: []byte(`{"i":1}`)}))
 	}
 	if onSuccess {
-		b.OnSuccess = e.build(t, job.Spec{Type: "all-good", Queue: "cb"})
+		b.OnSuccess = e.build(t, job.Spec{Type: "all-good", Queue: "cb", Payload: []byte(`{"to":"ops"}`)})
 	}
 	if onComplete {
 		b.OnComplete = e.build(t, job.Spec{Type: "all-done", Queue: "cb"})
@@ -125,7 +125,8 @@ func TestBatchCallbacksFireOnceAllSucceeded(t *testing.T) {
 		t.Fatalf("callbacks = %v", cbs)
 	}
 	good := e.get(t, cbs["all-good"][0].Job.ID)
-	if good.ID != info.OnSuccess.JobID || good.Batch != "b1" || good.IdempotencyKey != "batch:b1:on_success" {
+	if good.ID != info.OnSuccess.JobID || good.Batch != "b1" || good.IdempotencyKey != "batch:b1:on_success" ||
+		string(good.Payload) != `{"batch":"b1","to":"ops"}` {
 		t.Fatalf("on_success job = %+v", good)
 	}
 	// The callback's own end is not a member's: counts stay.
