@@ -115,6 +115,12 @@ var errorTable = []struct {
 	{is(queue.ErrTooManyLimits), func(err error) *apiError {
 		return &apiError{Status: http.StatusConflict, Code: codeConflict, Message: err.Error()}
 	}},
+	{is(queue.ErrBatchNotFound), func(error) *apiError {
+		return &apiError{Status: http.StatusNotFound, Code: codeNotFound, Message: "batch not found"}
+	}},
+	{is(queue.ErrBatchExists, queue.ErrBatchSealed), func(err error) *apiError {
+		return &apiError{Status: http.StatusConflict, Code: codeConflict, Message: err.Error()}
+	}},
 	{is(queue.ErrNotFound, history.ErrNotFound), func(error) *apiError {
 		return &apiError{Status: http.StatusNotFound, Code: codeNotFound, Message: "job not found"}
 	}},

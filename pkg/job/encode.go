@@ -68,6 +68,7 @@ func (j *Job) AppendJSON(b []byte) ([]byte, error) {
 	b = appendOptString(b, "idempotency_key", j.IdempotencyKey)
 	b = appendOptString(b, "group", j.Group)
 	b = appendOptString(b, "traceparent", j.Traceparent)
+	b = appendOptString(b, "batch", j.Batch)
 	b = appendOptString(b, "worker_id", j.WorkerID)
 	if len(j.Result) > 0 {
 		b = appendKey(b, ',', "result")

@@ -29,6 +29,7 @@ type refJob struct {
 	IdempotencyKey      string          `json:"idempotency_key,omitempty"`
 	Group               string          `json:"group,omitempty"`
 	Traceparent         string          `json:"traceparent,omitempty"`
+	Batch               string          `json:"batch,omitempty"`
 	CreatedAt           time.Time       `json:"created_at"`
 	StartedAt           *time.Time      `json:"started_at,omitempty"`
 	FinishedAt          *time.Time      `json:"finished_at,omitempty"`
@@ -54,7 +55,7 @@ func (p refProgress) MarshalJSON() ([]byte, error) {
 // TimeLayout (the encoder before AppendJSON): the oracle.
 func referenceJSON(j Job) ([]byte, error) {
 	r := refJob{j.ID, j.Queue, j.Type, j.Payload, j.Priority, j.State, j.Attempt, j.MaxAttempts, j.TimeoutSeconds,
-		j.Backoff, j.RunAt, j.DependsOn, j.OnDependencyFailure, j.IdempotencyKey, j.Group, j.Traceparent, j.CreatedAt, j.StartedAt,
+		j.Backoff, j.RunAt, j.DependsOn, j.OnDependencyFailure, j.IdempotencyKey, j.Group, j.Traceparent, j.Batch, j.CreatedAt, j.StartedAt,
 		j.FinishedAt, j.WorkerID, j.Result, j.LastError, (*refProgress)(j.Progress), j.ThrottledBy, j.HeldBack}
 	type plain refJob
 	return json.Marshal(struct {

@@ -139,14 +139,6 @@ func (c *Client) CreateBatch(ctx context.Context, b BatchSpec) (*BatchInfo, []Su
 			cb[i] = string(data)
 		}
 	}
-	// The callbacks' queues are registered now: the poller submits them.
-	for _, j := range []*job.Job{b.OnSuccess, b.OnComplete} {
-		if j != nil {
-			if err := c.register(ctx, j.Queue); err != nil {
-				return nil, nil, err
-			}
-		}
-	}
 	if err := c.rdb.SAdd(ctx, keyBatchesOpen, b.ID).Err(); err != nil {
 		return nil, nil, fmt.Errorf("batch: %w", err)
 	}
@@ -185,7 +177,7 @@ func checkMembers(jobs []*job.Job) error {
 		}
 		if j.IdempotencyKey != "" {
 			f := fmt.Sprintf("jobs[%d].idempotency_key", i)
-			return &job.FieldError{Field: f, Message: f + " is not allowed in a batch member (the batch's id makes it one)"}
+			return &job.FieldError{Field: f, Message: f + " is not allowed in a batch member (each member is stored as sent, once)"}
 		}
 	}
 	return nil
