@@ -231,7 +231,7 @@ func TestBatchAddWhileOpen(t *testing.T) {
 	if _, _, err := e.q.AddToBatch(e.ctx, "nope", nil, true); !errors.Is(err, queue.ErrBatchNotFound) {
 		t.Fatalf("add to a missing batch: %v", err)
 	}
-	if _, _, err := e.q.CreateBatch(e.ctx, queue.BatchSpec{ID: "b3"}); !errors.Is(err, queue.ErrBatchExists) {
+	if _, _, err := e.q.CreateBatch(e.ctx, queue.BatchSpec{ID: "b3", Open: true}); !errors.Is(err, queue.ErrBatchExists) {
 		t.Fatalf("create again: %v", err)
 	}
 	if got := e.batch(t, "b3"); got.Total != 3 {
