@@ -81,6 +81,130 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/batches": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Submit a batch: jobs in any queues, with callbacks
+         * @description Validates every job (each as POST /v1/jobs takes it, without depends_on and idempotency_key) and callback (payload a JSON object or none), storing nothing when one is wrong (400 naming id, jobs[i].x, on_success.x or on_complete.x). Then stores the members, each with the field batch, and seals the batch unless open is true. Once the batch is sealed and every member ended, the poller submits on_complete, and on_success when every member succeeded, each once, with the idempotency key "batch:<id>:on_success" (or on_complete), the field batch and the payload member "batch" set to the batch's id. 1 to 10,000 jobs a request (none with open); add more with POST /v1/batches/{id}/jobs. 409 when a batch of that id exists. The body may be 16× the usual limit.
+         */
+        post: operations["submitBatchJobs"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A batch: its members by state, its callbacks
+         * @description counts holds the members by how they last ended, and pending those that have not ended (waiting, scheduled, queued or active); a retried member counts as it ended until it ends again. Each callback is pending, due (being submitted) or fired, with its job_id.
+         */
+        get: operations["getBatch"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a batch whole
+         * @description Seals the batch and cancels every member that has not ended (their dependents too); on_complete then fires, on_success does not. Sending it again is harmless.
+         */
+        post: operations["cancelBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}/jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A batch's members, in the order added
+         * @description Paged: limit (1-500, default 50) jobs a page, then next_cursor as cursor (empty on the last). A member whose job was pruned after its retention shows its id, queue and the state it ended in.
+         */
+        get: operations["listBatchJobs"];
+        put?: never;
+        /**
+         * Add jobs to an open batch, and seal it
+         * @description Adds jobs (as in POST /v1/batches; up to 10,000 a request) to a batch not sealed yet, then seals it when seal is true (jobs may then be empty): its callbacks wait for the seal. 409 when the batch is sealed.
+         */
+        post: operations["addBatchJobs"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}/results": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The results of a batch's members (fan-in)
+         * @description Each member's id, queue, state, result (when it succeeded) and last_error, in the order added; paged as GET /v1/batches/{id}/jobs.
+         */
+        get: operations["listBatchResults"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retry a batch's dead and cancelled members
+         * @description Requeues them with their attempts reset; on_success fires once every member succeeded (if it has not yet).
+         */
+        post: operations["retryBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/claim": {
         parameters: {
             query?: never;
@@ -862,8 +986,64 @@ export interface components {
             base_seconds: number;
             max_seconds: number;
         };
+        Batch: {
+            /** Format: date-time */
+            cancelled_at?: string;
+            counts: components["schemas"]["BatchCounts"];
+            /** Format: date-time */
+            created_at: string;
+            id: string;
+            on_complete?: components["schemas"]["BatchCallback"];
+            on_success?: components["schemas"]["BatchCallback"];
+            sealed: boolean;
+            total: number;
+        };
+        BatchAddRequest: {
+            jobs?: components["schemas"]["JobSpec"][];
+            /** @description Seal the batch after these jobs: no more can be added, and the callbacks fire once every member ended. */
+            seal?: boolean;
+        };
+        BatchCallback: {
+            job_id?: string;
+            /** @enum {string} */
+            state: "pending" | "due" | "fired";
+        };
+        BatchCounts: {
+            cancelled: number;
+            dead: number;
+            pending: number;
+            succeeded: number;
+        };
+        BatchCreateRequest: {
+            /** @description Names the batch; a new ULID when left out. */
+            id?: string;
+            /** @description The members: each as POST /v1/jobs takes it, without depends_on and idempotency_key. At least one unless open. */
+            jobs?: components["schemas"]["JobSpec"][];
+            /** @description Submitted once every member ended, whatever the outcome (and the batch is sealed). Its payload, a JSON object or none, gets the member "batch". */
+            on_complete?: components["schemas"]["JobSpec"];
+            /** @description Submitted once every member succeeded (and the batch is sealed). Its payload, a JSON object or none, gets the member "batch". */
+            on_success?: components["schemas"]["JobSpec"];
+            /** @description Leave the batch unsealed: add members with POST /v1/batches/{id}/jobs and seal it there; the callbacks wait for the seal. */
+            open?: boolean;
+        };
         BatchRequest: {
             jobs: components["schemas"]["JobSpec"][];
+        };
+        BatchResult: {
+            id: string;
+            last_error?: string;
+            queue: string;
+            result?: unknown;
+            /** @enum {string} */
+            state: "waiting" | "scheduled" | "queued" | "active" | "succeeded" | "dead" | "cancelled";
+        };
+        BatchResultPage: {
+            next_cursor: string;
+            results: components["schemas"]["BatchResult"][];
+        };
+        BatchSubmitted: {
+            batch: components["schemas"]["Batch"];
+            job_ids: string[];
         };
         BulkFilter: {
             /** @description Only jobs whose last_error contains this text (case-sensitive). */
@@ -905,6 +1085,9 @@ export interface components {
             /** @description Entries a filter read. */
             scanned: number;
             to_queue?: string;
+        };
+        CancelledCount: {
+            cancelled: number;
         };
         ClaimRequest: {
             max?: number;
@@ -993,6 +1176,8 @@ export interface components {
         Job: {
             attempt: number;
             backoff: components["schemas"]["Backoff"];
+            /** @description The batch the job belongs to, as a member or as one of its callbacks. */
+            batch?: string;
             /** Format: date-time */
             created_at: string;
             depends_on?: string[];
@@ -1652,6 +1837,254 @@ export interface operations {
                     "application/json": components["schemas"]["Readiness"];
                 };
             };
+        };
+    };
+    submitBatchJobs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BatchCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchSubmitted"];
+                };
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A job id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Batch"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    cancelBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A job id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CancelledCount"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listBatchJobs: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: number;
+                /** @description The next_cursor of the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description A job id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobPage"];
+                };
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    addBatchJobs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A job id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BatchAddRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchSubmitted"];
+                };
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listBatchResults: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: number;
+                /** @description The next_cursor of the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description A job id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchResultPage"];
+                };
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    retryBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A job id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetriedCount"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     claim: {
