@@ -8,6 +8,7 @@ import (
 
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 )
 
 // newBatch creates batch id of n members spread over queues, with the
@@ -361,4 +362,40 @@ func TestBatchTenThousandMembers(t *testing.T) {
 	t.Logf("10,000 members: created in %v, run in %v, settled and fired in %v (total %v)",
 		created.Round(time.Millisecond), (ran - created).Round(time.Millisecond),
 		time.Since(start.Add(ran)).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+}
+
+// TestBatchSurvivesRedisRestart: Redis killed (-9) and restarted from its
+// AOF between the relay of some ends and the rest, and again after the
+// callback fired: the counts come back as they were, the callback fires
+// once.
+func TestBatchSurvivesRedisRestart(t *testing.T) {
+	t.Parallel()
+	srv := queuetest.StartWith(t, "--appendfsync", "always")
+	clk := &clock{t: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
+	q := queue.New(srv.Client(), queue.Options{Now: clk.Now, LeaseClock: clk.Now, LeaseTTL: 11 * time.Second, LeaseGrace: time.Second})
+	queue.SetWriteFormat(q, queue.WriteFormat)
+	e := &env{srv: srv, q: q, clock: clk, ctx: context.Background()}
+	e.newBatch(t, "aof", 20, []string{"qa", "qb"}, false, true, false)
+	e.runAll(t, "qa", nil)
+	e.pollBatches(t, "qa", "qb")
+	srv.Kill()
+	srv.Restart()
+	if info := e.batch(t, "aof"); info.Counts != (queue.BatchCounts{Succeeded: 10, Pending: 10}) {
+		t.Fatalf("after the restart: %+v", info.Counts)
+	}
+	e.runAll(t, "qb", nil)
+	if n := e.pollBatches(t, "qa", "qb"); n != 1 {
+		t.Fatalf("fired %d", n)
+	}
+	srv.Kill()
+	srv.Restart()
+	if n := e.pollBatches(t, "qa", "qb"); n != 0 {
+		t.Fatalf("fired %d again after a restart", n)
+	}
+	if info := e.batch(t, "aof"); info.Counts != (queue.BatchCounts{Succeeded: 20}) || info.OnComplete.State != "fired" {
+		t.Fatalf("batch %+v %+v", info.Counts, info.OnComplete)
+	}
+	if cbs := e.callbacks(t); len(cbs["all-done"]) != 1 {
+		t.Fatalf("callbacks %v", cbs)
+	}
 }
