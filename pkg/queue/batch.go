@@ -139,9 +139,6 @@ func (c *Client) CreateBatch(ctx context.Context, b BatchSpec) (*BatchInfo, []Su
 			cb[i] = string(data)
 		}
 	}
-	if err := c.rdb.SAdd(ctx, keyBatchesOpen, b.ID).Err(); err != nil {
-		return nil, nil, fmt.Errorf("batch: %w", err)
-	}
 	if _, err := c.batchCall(ctx, b.ID, "create", false, cb, nil); err != nil {
 		return nil, nil, err
 	}
@@ -229,12 +226,25 @@ func (c *Client) addMembers(ctx context.Context, id string, jobs []*job.Job, sea
 		}
 	}
 	if seal {
+		if err := c.openBatch(ctx, id); err != nil {
+			return nil, nil, err
+		}
 		if _, err := c.batchCall(ctx, id, "seal", false, [2]string{}, nil); err != nil {
 			return nil, nil, err
 		}
 	}
 	info, err := c.Batch(ctx, id)
 	return info, out, err
+}
+
+// openBatch lists batch id among the open batches, where the poller
+// looks for callbacks due. Done before every call that may make one due
+// (a seal, a cancel), so that a crash right after it leaves none unseen.
+func (c *Client) openBatch(ctx context.Context, id string) error {
+	if err := c.rdb.SAdd(ctx, keyBatchesOpen, id).Err(); err != nil {
+		return fmt.Errorf("batch: %w", err)
+	}
+	return nil
 }
 
 // batchCall runs batchadd.lua over batch id and returns whether a
@@ -416,6 +426,12 @@ func (c *Client) BatchResults(ctx context.Context, id, cursor string, limit int)
 // callback then fires once the cancels are counted. It returns how many
 // members it cancelled.
 func (c *Client) CancelBatch(ctx context.Context, id string) (int, error) {
+	if _, err := c.Batch(ctx, id); err != nil {
+		return 0, err
+	}
+	if err := c.openBatch(ctx, id); err != nil {
+		return 0, err
+	}
 	if _, err := c.batchCall(ctx, id, "cancel", false, [2]string{}, nil); err != nil {
 		return 0, err
 	}
@@ -580,11 +596,12 @@ func (c *Client) RelayBatchEnds(ctx context.Context, queue string, limit int) (i
 	failed := map[string]bool{}
 	var firstErr error
 	for _, b := range order {
-		due, _, err := c.settleBatch(ctx, b, byBatch[b])
-		if err == nil && due {
-			// Settled batches leave the open set; one made due again
-			// (a member retried alone) comes back.
-			err = c.rdb.SAdd(ctx, keyBatchesOpen, b).Err()
+		// Listed first: a settled batch left the open set, and these ends
+		// may make a callback due again (a member retried alone); the
+		// poller's next look takes it off again when nothing is due.
+		err := c.openBatch(ctx, b)
+		if err == nil {
+			_, _, err = c.settleBatch(ctx, b, byBatch[b])
 		}
 		if err != nil {
 			failed[b] = true
@@ -637,8 +654,10 @@ func (c *Client) FireBatchCallbacks(ctx context.Context, limit int) (int, error)
 	for i, id := range ids {
 		m := strs(metas[i].Val())
 		if m[0] == "" {
-			// Gone (expired), or being created: an entry of a batch still
-			// being created is added before its meta; leave it a while.
+			// Gone (expired): a batch is listed only once it exists.
+			if err := c.rdb.SRem(ctx, keyBatchesOpen, id).Err(); err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("batch callbacks: %w", err)
+			}
 			continue
 		}
 		for _, cb := range []struct{ state, spec, which, field string }{

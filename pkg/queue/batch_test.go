@@ -399,3 +399,28 @@ func TestBatchSurvivesRedisRestart(t *testing.T) {
 		t.Fatalf("callbacks %v", cbs)
 	}
 }
+
+// TestBatchMemberRetriedAlone: a member retried on its own (not through
+// RetryBatch), after the batch had nothing left to fire and left the open
+// set, still fires on_success once it succeeds.
+func TestBatchMemberRetriedAlone(t *testing.T) {
+	e := newEnv(t)
+	members := e.newBatch(t, "b6", 2, []string{"qa"}, true, false, false)
+	e.runAll(t, "qa", map[string]queue.OutcomeKind{members[0].ID: queue.OutcomeDead})
+	if n := e.pollBatches(t, "qa"); n != 0 {
+		t.Fatalf("fired %d", n)
+	}
+	if open, _ := e.srv.Client().SIsMember(e.ctx, "sundial:batches:open", "b6").Result(); open {
+		t.Fatal("a batch with nothing left to fire stays open")
+	}
+	if _, err := e.q.Retry(e.ctx, members[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	e.runAll(t, "qa", nil)
+	if n := e.pollBatches(t, "qa"); n != 1 {
+		t.Fatalf("fired %d after the member's retry", n)
+	}
+	if info := e.batch(t, "b6"); info.Counts != (queue.BatchCounts{Succeeded: 2}) || info.OnSuccess.State != "fired" {
+		t.Fatalf("batch %+v %+v", info.Counts, info.OnSuccess)
+	}
+}
