@@ -12,7 +12,7 @@ import (
 )
 
 // TestBatchAcrossShardsPollerKilled: on the 3-master Cluster, a batch of
-// 3,000 members in queues on all three masters, with both callbacks, runs
+// 10,000 members in queues on all three masters, with both callbacks, runs
 // through the real binaries while the poller is killed (-9) and restarted
 // three times as the members end. Every member is counted once (the
 // counts add up to the total, no more), each callback is submitted exactly
@@ -26,7 +26,7 @@ func TestBatchAcrossShardsPollerKilled(t *testing.T) {
 	}
 	cbq := "batch-callbacks"
 	s := startStack(t, cl.Seeds(), append(append([]string{}, queues...), cbq), 2, "SUNDIAL_HISTORY=off")
-	const n = 3000
+	const n = 10_000
 	var jobs []map[string]any
 	for i := range n {
 		jobs = append(jobs, map[string]any{"queue": queues[i%len(queues)], "type": "sundial.echo", "payload": map[string]any{"i": i}})

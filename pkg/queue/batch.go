@@ -547,26 +547,22 @@ func (c *Client) settleMissing(ctx context.Context, id string, ids, queues []str
 	if len(triples) == 0 {
 		return nil
 	}
-	_, _, err = c.settleBatch(ctx, id, triples)
-	return err
+	return c.settleBatch(ctx, id, triples)
 }
 
 // settleBatch runs batchsettle.lua over batch id with triples (member id,
-// state, end count); gone reports a batch no longer in Redis.
-func (c *Client) settleBatch(ctx context.Context, id string, triples []string) (due, gone bool, err error) {
+// state, end count). A batch no longer in Redis takes nothing: its ends
+// are dropped.
+func (c *Client) settleBatch(ctx context.Context, id string, triples []string) error {
 	args := make([]any, 0, 1+len(triples))
 	args = append(args, len(triples)/3)
 	for _, t := range triples {
 		args = append(args, t)
 	}
-	res, err := c.call(ctx, c.rdb, c.scripts.batchSettle, batchKeys(id), args).StringSlice()
-	if err != nil {
-		return false, false, fmt.Errorf("batch: %w", err)
+	if err := c.call(ctx, c.rdb, c.scripts.batchSettle, batchKeys(id), args).Err(); err != nil {
+		return fmt.Errorf("batch: %w", err)
 	}
-	if res[0] == "gone" {
-		return false, true, nil
-	}
-	return len(res) > 2 && res[2] == "1", false, nil
+	return nil
 }
 
 // RelayBatchEnds relays up to limit ends of queue's batch members (lib.lua,
@@ -601,7 +597,7 @@ func (c *Client) RelayBatchEnds(ctx context.Context, queue string, limit int) (i
 		// poller's next look takes it off again when nothing is due.
 		err := c.openBatch(ctx, b)
 		if err == nil {
-			_, _, err = c.settleBatch(ctx, b, byBatch[b])
+			err = c.settleBatch(ctx, b, byBatch[b])
 		}
 		if err != nil {
 			failed[b] = true
