@@ -110,9 +110,10 @@ func BatchIdempotencyKey(id, which string) string { return "batch:" + id + ":" +
 
 // CreateBatch creates batch b.ID, then submits its members in calls of at
 // most BatchChunk per queue, then seals it unless b.Open. Each member gets
-// Batch = b.ID. The jobs must be valid (built): what fails here is Redis,
-// an existing id (ErrBatchExists), or a member's dependency
-// (*DependencyError). When a call fails midway the members stored stay
+// Batch = b.ID. The jobs must be built (job.Spec.Build); a member may not
+// have DependsOn or an IdempotencyKey, a callback's payload must be a JSON
+// object or none (a *job.FieldError, before anything is written). Then
+// what fails is Redis or an existing id (ErrBatchExists). When a call fails midway the members stored stay
 // and the batch stays unsealed: its callbacks never fire until it is
 // sealed (add the rest with AddToBatch and seal, or CancelBatch).
 func (c *Client) CreateBatch(ctx context.Context, b BatchSpec) (*BatchInfo, []Submitted, error) {
@@ -139,7 +140,7 @@ func (c *Client) CreateBatch(ctx context.Context, b BatchSpec) (*BatchInfo, []Su
 			cb[i] = string(data)
 		}
 	}
-	if _, err := c.batchCall(ctx, b.ID, "create", false, cb, nil); err != nil {
+	if _, err := c.batchCall(ctx, b.ID, "create", cb, nil); err != nil {
 		return nil, nil, err
 	}
 	return c.addMembers(ctx, b.ID, b.Jobs, !b.Open)
@@ -191,7 +192,7 @@ func (c *Client) addMembers(ctx context.Context, id string, jobs []*job.Job, sea
 			j.Batch = id
 			pairs = append(pairs, j.ID, j.Queue)
 		}
-		if _, err := c.batchCall(ctx, id, "add", false, [2]string{}, pairs); err != nil {
+		if _, err := c.batchCall(ctx, id, "add", [2]string{}, pairs); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -214,10 +215,6 @@ func (c *Client) addMembers(ctx context.Context, id string, jobs []*job.Job, sea
 			}
 			subs, err := c.Submit(ctx, chunk)
 			if err != nil {
-				var de *DependencyError
-				if errors.As(err, &de) {
-					de.Index = part[de.Index]
-				}
 				return nil, nil, err
 			}
 			for n, i := range part {
@@ -229,7 +226,7 @@ func (c *Client) addMembers(ctx context.Context, id string, jobs []*job.Job, sea
 		if err := c.openBatch(ctx, id); err != nil {
 			return nil, nil, err
 		}
-		if _, err := c.batchCall(ctx, id, "seal", false, [2]string{}, nil); err != nil {
+		if _, err := c.batchCall(ctx, id, "seal", [2]string{}, nil); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -249,13 +246,9 @@ func (c *Client) openBatch(ctx context.Context, id string) error {
 
 // batchCall runs batchadd.lua over batch id and returns whether a
 // callback became due.
-func (c *Client) batchCall(ctx context.Context, id, what string, seal bool, cb [2]string, pairs []string) (bool, error) {
-	s := "0"
-	if seal {
-		s = "1"
-	}
-	args := make([]any, 0, 6+len(pairs))
-	args = append(args, c.opts.Now().UnixMilli(), what, s, cb[0], cb[1], len(pairs)/2)
+func (c *Client) batchCall(ctx context.Context, id, what string, cb [2]string, pairs []string) (bool, error) {
+	args := make([]any, 0, 5+len(pairs))
+	args = append(args, c.opts.Now().UnixMilli(), what, cb[0], cb[1], len(pairs)/2)
 	for _, p := range pairs {
 		args = append(args, p)
 	}
@@ -432,7 +425,7 @@ func (c *Client) CancelBatch(ctx context.Context, id string) (int, error) {
 	if err := c.openBatch(ctx, id); err != nil {
 		return 0, err
 	}
-	if _, err := c.batchCall(ctx, id, "cancel", false, [2]string{}, nil); err != nil {
+	if _, err := c.batchCall(ctx, id, "cancel", [2]string{}, nil); err != nil {
 		return 0, err
 	}
 	return c.overBatch(ctx, id, func(k *queueKeys, ids []string) (int, error) {

@@ -4,33 +4,34 @@
 --   KEYS[1] meta (hash)   KEYS[2] members (zset id → position)
 --   KEYS[3] queues (hash id → queue)   KEYS[4] done (hash id → "<n>\t<state>")
 -- ARGV[1] now ms, ARGV[2] what: 'create', 'add', 'seal' or 'cancel',
--- ARGV[3] '1' = seal after adding, ARGV[4] on_success job JSON ('' = none),
--- ARGV[5] on_complete job JSON ('' = none), ARGV[6] n, then n pairs id, queue.
+-- ARGV[3] on_success job JSON ('' = none), ARGV[4] on_complete job JSON
+-- ('' = none) (create only), ARGV[5] n, then n pairs id, queue (create
+-- and add).
 -- create refuses an existing batch ({'exists'}); the others a missing one
 -- ({'not_found'}); add refuses a sealed batch ({'sealed'}); seal and
 -- cancel of a sealed batch are harmless. A member already listed is not
 -- counted again. cancel seals the batch and records when it was cancelled.
 -- Returns {'ok', total, due}: due '1' when a callback became due.
 local meta, members, queues = KEYS[1], KEYS[2], KEYS[3]
-local what, seal = ARGV[2], ARGV[3] == '1'
+local what = ARGV[2]
 local exists = redis.call('EXISTS', meta) == 1
 if what == 'create' then
   if exists then return {'exists'} end
   redis.call('HSET', meta, 'created_at', ARGV[1], 'total', 0, 'done', 0, 'sealed', 0,
     'n_succeeded', 0, 'n_dead', 0, 'n_cancelled', 0)
-  if ARGV[4] ~= '' then redis.call('HSET', meta, 'on_success', ARGV[4], 'success', 'pending') end
-  if ARGV[5] ~= '' then redis.call('HSET', meta, 'on_complete', ARGV[5], 'complete', 'pending') end
+  if ARGV[3] ~= '' then redis.call('HSET', meta, 'on_success', ARGV[3], 'success', 'pending') end
+  if ARGV[4] ~= '' then redis.call('HSET', meta, 'on_complete', ARGV[4], 'complete', 'pending') end
 elseif not exists then
   return {'not_found'}
 elseif what == 'add' and redis.call('HGET', meta, 'sealed') == '1' then
   return {'sealed'}
 end
-local n = tonumber(ARGV[6])
+local n = tonumber(ARGV[5])
 if n > 0 then
   local pos = tonumber(redis.call('HGET', meta, 'total'))
   local added = 0
   for i = 0, n - 1 do
-    local id, q = ARGV[7 + 2 * i], ARGV[8 + 2 * i]
+    local id, q = ARGV[6 + 2 * i], ARGV[7 + 2 * i]
     if redis.call('HSETNX', queues, id, q) == 1 then
       redis.call('ZADD', members, pos + added, id)
       added = added + 1
@@ -38,6 +39,6 @@ if n > 0 then
   end
   redis.call('HINCRBY', meta, 'total', added)
 end
-if what == 'cancel' then redis.call('HSET', meta, 'cancelled', ARGV[1]) end
-if seal or what == 'seal' or what == 'cancel' then redis.call('HSET', meta, 'sealed', 1) end
+if what == 'cancel' then redis.call('HSETNX', meta, 'cancelled', ARGV[1]) end
+if what == 'seal' or what == 'cancel' then redis.call('HSET', meta, 'sealed', 1) end
 return {'ok', redis.call('HGET', meta, 'total'), batch_due(meta)}
