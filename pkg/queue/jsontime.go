@@ -37,3 +37,18 @@ func (r ReaderInfo) MarshalJSON() ([]byte, error) {
 		ExpiresAt job.Time `json:"expires_at"`
 	}{plain(r), job.Time(r.StartedAt), job.Time(r.ExpiresAt)})
 }
+
+// MarshalJSON writes b with its times in job.TimeLayout.
+func (b BatchInfo) MarshalJSON() ([]byte, error) {
+	type plain BatchInfo
+	var cancelled *job.Time
+	if b.Cancelled != nil {
+		t := job.Time(*b.Cancelled)
+		cancelled = &t
+	}
+	return json.Marshal(struct {
+		plain
+		CreatedAt job.Time  `json:"created_at"`
+		Cancelled *job.Time `json:"cancelled_at,omitempty"`
+	}{plain(b), job.Time(b.CreatedAt), cancelled})
+}
