@@ -111,6 +111,67 @@ class Client:
             body["id"] = id
         return self._json("POST", "/v1/workflows", body, idempotent=id is not None)
 
+    # Batches (docs/workflows.md, "Batches")
+
+    def create_batch(self, jobs: Sequence[Mapping[str, Any]], id: Optional[str] = None,
+                     on_success: Optional[Mapping[str, Any]] = None,
+                     on_complete: Optional[Mapping[str, Any]] = None, open: bool = False) -> JSON:
+        """Submits a batch: jobs (specs, in any queues, without ``depends_on``
+        and ``idempotency_key``; up to 10,000 a call) and callbacks, job specs
+        submitted once when every member succeeded (``on_success``) or ended
+        (``on_complete``); their payload (a dict or none) gets ``"batch"``,
+        the batch's id. Sealed unless ``open``. Returns ``{"batch", "job_ids"}``;
+        409 :class:`Conflict` when a batch of that id exists."""
+        body: Dict[str, Any] = {"jobs": [dict(j) for j in jobs]}
+        if id is not None:
+            body["id"] = id
+        if on_success is not None:
+            body["on_success"] = dict(on_success)
+        if on_complete is not None:
+            body["on_complete"] = dict(on_complete)
+        if open:
+            body["open"] = True
+        return self._json("POST", "/v1/batches", body)
+
+    def add_to_batch(self, batch_id: str, jobs: Sequence[Mapping[str, Any]], seal: bool = False) -> JSON:
+        """Adds jobs to an open batch, and seals it with ``seal`` (409 once
+        sealed). Returns ``{"batch", "job_ids"}``."""
+        body: Dict[str, Any] = {"jobs": [dict(j) for j in jobs]}
+        if seal:
+            body["seal"] = True
+        return self._json("POST", f"/v1/batches/{_seg(batch_id)}/jobs", body)
+
+    def batch(self, batch_id: str) -> JSON:
+        """A batch: ``total``, ``sealed``, ``counts`` (pending, succeeded,
+        dead, cancelled), each callback's ``state`` and ``job_id``."""
+        return self._json("GET", f"/v1/batches/{_seg(batch_id)}")
+
+    def batch_jobs(self, batch_id: str, limit: Optional[int] = None, cursor: Optional[str] = None) -> JSON:
+        """One page of a batch's members, in the order added:
+        ``{"jobs": [...], "next_cursor": ""}``."""
+        return self._json("GET", f"/v1/batches/{_seg(batch_id)}/jobs", query={"limit": limit, "cursor": cursor})
+
+    def batch_results(self, batch_id: str) -> Iterator[JSON]:
+        """Every member's ``{"id", "queue", "state", "result", "last_error"}``,
+        in the order added, page after page (fan-in)."""
+        cursor: Optional[str] = None
+        while True:
+            page = self._json("GET", f"/v1/batches/{_seg(batch_id)}/results", query={"limit": 500, "cursor": cursor})
+            yield from page["results"]
+            cursor = page.get("next_cursor") or None
+            if not cursor:
+                return
+
+    def cancel_batch(self, batch_id: str) -> int:
+        """Seals the batch and cancels its members that have not ended;
+        returns how many it cancelled."""
+        return cast(int, self._json("POST", f"/v1/batches/{_seg(batch_id)}/cancel", idempotent=True)["cancelled"])
+
+    def retry_batch(self, batch_id: str) -> int:
+        """Queues the batch's dead and cancelled members again; returns how
+        many."""
+        return cast(int, self._json("POST", f"/v1/batches/{_seg(batch_id)}/retry", idempotent=True)["retried"])
+
     def get(self, job_id: str) -> JSON:
         """The job as it is now (404 :class:`NotFound` when unknown)."""
         return self._json("GET", f"/v1/jobs/{_seg(job_id)}")

@@ -73,6 +73,27 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(cm.exception.field, "steps[0].after[0]")
         self.assertEqual(self.c.queue(q1)["submitted_total"], 1)
 
+    def test_batch(self) -> None:
+        q1, q2, qc = queue_name("b1"), queue_name("b2"), queue_name("bcb")
+        out = self.c.create_batch([{"queue": q1, "type": "row"}, {"queue": q2, "type": "row"}],
+                                  on_complete={"queue": qc, "type": "report", "payload": {"to": "ops"}})
+        bid = out["batch"]["id"]
+        self.assertEqual(out["batch"]["total"], 2)
+        self.assertTrue(out["batch"]["sealed"])
+        self.assertEqual([j["id"] for j in self.c.batch_jobs(bid)["jobs"]], out["job_ids"])
+        self.assertEqual(self.c.cancel_batch(bid), 2)
+        self.assertEqual([r["state"] for r in self.c.batch_results(bid)], ["cancelled", "cancelled"])
+        done = eventually("on_complete fired", lambda: self.c.batch(bid)["on_complete"].get("job_id"))
+        cb = self.c.get(done)
+        self.assertEqual(cb["batch"], bid)
+        self.assertEqual(cb["payload"], {"batch": bid, "to": "ops"})
+        self.assertEqual(self.c.retry_batch(bid), 2)
+        with self.assertRaises(sundial.InvalidArgument) as cm:
+            self.c.create_batch([{"type": "row", "depends_on": [out["job_ids"][0]]}])
+        self.assertEqual(cm.exception.field, "jobs[0].depends_on")
+        with self.assertRaises(sundial.NotFound):
+            self.c.batch("no-such-batch")
+
     def test_idempotency_key_repeat(self) -> None:
         q = queue_name("idem")
         first = self.c.submit("charge", {"order": 7}, queue=q, idempotency_key="order-7")

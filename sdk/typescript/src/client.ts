@@ -19,6 +19,10 @@ import {
   type WorkerInfo,
   type Workflow,
   type WorkflowRequest,
+  type Batch,
+  type BatchCreateRequest,
+  type BatchResult,
+  type BatchSubmitted,
 } from './types.js';
 import type { operations } from './openapi.js';
 
@@ -92,6 +96,54 @@ export class Client {
   async submitWorkflow(workflow: WorkflowRequest, opts: CallOptions = {}): Promise<Workflow> {
     const idempotent = Boolean(workflow.id);
     return (await this.transport.request<Workflow>('POST', '/v1/workflows', { body: workflow, idempotent, ...opts })).body;
+  }
+
+  // Batches (docs/workflows.md, "Batches")
+
+  /** Submits a batch: jobs in any queues (without depends_on and
+   * idempotency_key; up to 10,000 a call) and callbacks submitted once,
+   * when every member succeeded (on_success) or ended (on_complete), whose
+   * payload (an object or none) gets "batch", the batch's id. Sealed unless
+   * open. ConflictError when a batch of that id exists. */
+  async createBatch(batch: BatchCreateRequest, opts: CallOptions = {}): Promise<BatchSubmitted> {
+    return (await this.transport.request<BatchSubmitted>('POST', '/v1/batches', { body: batch, ...opts })).body;
+  }
+
+  /** Adds jobs to an open batch, and seals it with seal (ConflictError once sealed). */
+  async addToBatch(id: string, jobs: JobSpec[], seal = false, opts: CallOptions = {}): Promise<BatchSubmitted> {
+    const body = seal ? { jobs, seal } : { jobs };
+    return (await this.transport.request<BatchSubmitted>('POST', `/v1/batches/${seg(id)}/jobs`, { body, ...opts })).body;
+  }
+
+  /** A batch: total, sealed, counts, each callback's state and job_id. */
+  async getBatch(id: string, opts: CallOptions = {}): Promise<Batch> {
+    return (await this.transport.request<Batch>('GET', `/v1/batches/${seg(id)}`, opts)).body;
+  }
+
+  /** One page of a batch's members, in the order added. */
+  async batchJobs(id: string, page: { limit?: number; cursor?: string } = {}, opts: CallOptions = {}): Promise<JobPage> {
+    return (await this.transport.request<JobPage>('GET', `/v1/batches/${seg(id)}/jobs`, { query: { ...page }, ...opts })).body;
+  }
+
+  /** Every member's result (fan-in), in the order added, page after page. */
+  async *batchResults(id: string, opts: CallOptions = {}): AsyncGenerator<BatchResult, void, undefined> {
+    let cursor: string | undefined;
+    do {
+      const query = cursor ? { limit: 500, cursor } : { limit: 500 };
+      const res = await this.transport.request<{ results: BatchResult[]; next_cursor: string }>('GET', `/v1/batches/${seg(id)}/results`, { query, ...opts });
+      yield* res.body.results;
+      cursor = res.body.next_cursor || undefined;
+    } while (cursor);
+  }
+
+  /** Seals the batch and cancels its members that have not ended; resolves with how many. */
+  async cancelBatch(id: string, opts: CallOptions = {}): Promise<number> {
+    return (await this.transport.request<{ cancelled: number }>('POST', `/v1/batches/${seg(id)}/cancel`, { idempotent: true, ...opts })).body.cancelled;
+  }
+
+  /** Queues the batch's dead and cancelled members again; resolves with how many. */
+  async retryBatch(id: string, opts: CallOptions = {}): Promise<number> {
+    return (await this.transport.request<{ retried: number }>('POST', `/v1/batches/${seg(id)}/retry`, { idempotent: true, ...opts })).body.retried;
   }
 
   /** The job as it is now (NotFoundError when unknown). */

@@ -23,6 +23,14 @@ export type JobPage = Schemas['JobPage'];
 export type WorkflowRequest = Schemas['WorkflowRequest'];
 /** A submitted workflow: its id and each step's job by step name. */
 export type Workflow = Schemas['Workflow'];
+/** What POST /v1/batches takes: members (job specs), callbacks, open. */
+export type BatchCreateRequest = Schemas['BatchCreateRequest'];
+/** A batch: total, sealed, counts per state, its callbacks. */
+export type Batch = Schemas['Batch'];
+/** The answer of a batch submit or add: the batch and the jobs' ids. */
+export type BatchSubmitted = Schemas['BatchSubmitted'];
+/** What one member of a batch produced: id, queue, state, result, last_error. */
+export type BatchResult = Schemas['BatchResult'];
 /** A queue's counts. */
 export type QueueStats = Schemas['QueueStats'];
 /** What POST /v1/queues/{q}/jobs/bulk takes: an action and ids or a filter. */

@@ -86,6 +86,34 @@ describe('client against the API', { skip: noApi }, () => {
     assert.equal((await c.queue(q1)).submitted_total, 1);
   });
 
+  test('batch', async () => {
+    const q1 = queueName('b1');
+    const q2 = queueName('b2');
+    const qc = queueName('bcb');
+    const out = await c.createBatch({
+      jobs: [{ queue: q1, type: 'row' }, { queue: q2, type: 'row' }],
+      on_complete: { queue: qc, type: 'report', payload: { to: 'ops' } },
+    });
+    const id = out.batch.id;
+    assert.equal(out.batch.total, 2);
+    assert.equal(out.batch.sealed, true);
+    assert.deepEqual((await c.batchJobs(id)).jobs.map((j) => j.id), out.job_ids);
+    assert.equal(await c.cancelBatch(id), 2);
+    const states: string[] = [];
+    for await (const r of c.batchResults(id)) states.push(r.state);
+    assert.deepEqual(states, ['cancelled', 'cancelled']);
+    const cbID = await eventually('on_complete fired', async () => (await c.getBatch(id)).on_complete?.job_id);
+    const cb = await c.get(cbID);
+    assert.equal(cb.batch, id);
+    assert.deepEqual(cb.payload, { batch: id, to: 'ops' });
+    assert.equal(await c.retryBatch(id), 2);
+    await assert.rejects(
+      c.createBatch({ jobs: [{ type: 'row', idempotency_key: 'k' }] }),
+      (e: unknown) => e instanceof InvalidArgumentError && e.field === 'jobs[0].idempotency_key',
+    );
+    await assert.rejects(c.getBatch('no-such-batch'), (e: unknown) => e instanceof NotFoundError);
+  });
+
   test('idempotency key repeat', async () => {
     const q = queueName('idem');
     const first = await c.submit({ queue: q, type: 'charge', payload: { order: 7 }, idempotency_key: 'order-7' });
