@@ -15,7 +15,7 @@ const (
 	exitOK       = 0 // success
 	exitError    = 1 // the API refused or failed the request, or could not be reached
 	exitUsage    = 2 // bad command line: unknown command or flag, missing argument, unreadable file
-	exitNotFound = 3 // the job, schedule or queue does not exist (404)
+	exitNotFound = 3 // the job, schedule, queue or batch does not exist (404)
 )
 
 // env is what a run sees of the outside world, so tests can run the CLI
@@ -59,6 +59,7 @@ func commands() []command {
 		{"queues", "[QUEUE] | pause|resume|forget QUEUE", "show queues' counts; pause, resume or forget one", runQueues},
 		{"jobs", "submit|get|list|wait|cancel|retry|bulk", "submit, inspect, wait for and act on jobs", runJobs},
 		{"workflows", "submit -f FILE [--id ID]", "submit a DAG of jobs across queues (docs/workflows.md)", runWorkflows},
+		{"batches", "submit -f FILE [--id ID] | get|cancel|retry ID", "batches of jobs with callbacks (docs/workflows.md)", runBatches},
 		{"workers", "", "the live workers", runWorkers},
 		{"dead", "list|retry|purge QUEUE", "dead letters of a queue", runDead},
 		{"limits", "list QUEUE | set|delete QUEUE NAME", "concurrency and rate limits of a queue", runLimits},
