@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -422,5 +423,30 @@ func TestBatchMemberRetriedAlone(t *testing.T) {
 	}
 	if info := e.batch(t, "b6"); info.Counts != (queue.BatchCounts{Succeeded: 2}) || info.OnSuccess.State != "fired" {
 		t.Fatalf("batch %+v %+v", info.Counts, info.OnSuccess)
+	}
+}
+
+// TestBatchRelayFailsPerBatch: a batch whose keys cannot be written (here
+// its meta is of the wrong type, as a failing shard would be) keeps its
+// ends in the queue's list for the next pass, and the relay error says
+// so, while another batch's ends in the same list are relayed.
+func TestBatchRelayFailsPerBatch(t *testing.T) {
+	e := newEnv(t)
+	e.newBatch(t, "ok", 2, []string{"qa"}, false, true, false)
+	e.newBatch(t, "broken", 2, []string{"qa"}, false, true, false)
+	rdb := e.srv.Client()
+	rdb.Del(e.ctx, "sundial:{batch.broken}:meta")
+	rdb.Set(e.ctx, "sundial:{batch.broken}:meta", "x", 0)
+	e.runAll(t, "qa", nil)
+	n, err := e.q.RelayBatchEnds(e.ctx, "qa", 1000)
+	if err == nil || n != 2 {
+		t.Fatalf("relay = %d %v, want 2 relayed and an error", n, err)
+	}
+	left, _ := rdb.LRange(e.ctx, "sundial:{qa}:bends", 0, -1).Result()
+	if len(left) != 2 || !strings.HasPrefix(left[0], "broken\t") || !strings.HasPrefix(left[1], "broken\t") {
+		t.Fatalf("left %q", left)
+	}
+	if info := e.batch(t, "ok"); info.Counts != (queue.BatchCounts{Succeeded: 2}) {
+		t.Fatalf("ok batch %+v", info.Counts)
 	}
 }
