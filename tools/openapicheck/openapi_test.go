@@ -303,6 +303,36 @@ func TestExchangesMatchTheDocument(t *testing.T) {
 	a.call("DELETE", sp, "", http.StatusNoContent)
 	a.call("GET", sp, "", http.StatusNotFound)
 
+	// Batches: create, read, page members and results, add to an open one
+	// and seal it, cancel (the callback then fires), retry, refusals.
+	bid := queuetest.Name("batch")
+	bp := "/v1/batches/" + bid
+	a.call("POST", "/v1/batches", `{"id":"`+bid+`","jobs":[{"type":"row","queue":"`+queueName+`"},{"type":"row","queue":"`+queueName+`","payload":{"n":2}}],`+
+		`"on_success":{"type":"publish","queue":"`+queueName+`","payload":{"to":"ops"}},"on_complete":{"type":"report","queue":"`+queueName+`"}}`, http.StatusCreated)
+	a.call("GET", bp, "", http.StatusOK)
+	a.call("GET", bp+"/jobs?limit=1", "", http.StatusOK)
+	a.call("GET", bp+"/results", "", http.StatusOK)
+	a.call("POST", bp+"/cancel", "", http.StatusOK)
+	if _, err := a.q.RelayBatchEnds(context.Background(), queueName, 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.q.FireBatchCallbacks(context.Background(), 100); err != nil {
+		t.Fatal(err)
+	}
+	a.call("GET", bp, "", http.StatusOK) // cancelled_at, a fired callback's job_id
+	a.call("GET", bp+"/results?limit=5", "", http.StatusOK)
+	a.call("POST", bp+"/retry", "", http.StatusOK)
+	open := a.call("POST", "/v1/batches", `{"open":true}`, http.StatusCreated)
+	var opened struct{ Batch struct{ ID string } }
+	if err := json.Unmarshal(open, &opened); err != nil {
+		t.Fatal(err)
+	}
+	a.call("POST", "/v1/batches/"+opened.Batch.ID+"/jobs", `{"jobs":[{"type":"row","queue":"`+queueName+`"}],"seal":true}`, http.StatusOK)
+	a.call("POST", "/v1/batches/"+opened.Batch.ID+"/jobs", `{"jobs":[{"type":"row"}]}`, http.StatusConflict) // sealed
+	a.call("POST", "/v1/batches", `{"jobs":[{"type":"row","depends_on":["x"]}]}`, http.StatusBadRequest)
+	a.call("GET", "/v1/batches/nope", "", http.StatusNotFound)
+	a.refused("POST", "/v1/batches", `{"jobs":[{"type":"row"}],"opne":true}`, http.StatusBadRequest)
+
 	// Workers: a Go worker's registry entry and the Prometheus targets.
 	w := queue.WorkerInfo{ID: queuetest.Name("w"), Hostname: "host", PID: 1, Queues: []string{queueName}, Concurrency: 4,
 		ActiveJobs: []string{}, StartedAt: time.Now(), MetricsURL: "http://127.0.0.1:9092/metrics"}
