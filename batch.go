@@ -21,8 +21,9 @@ import (
 //	})
 //
 // The callbacks' handlers find the batch's id in their payload's member
-// "batch" (and in their job's Batch field), then read the members'
-// results with Client.BatchResults.
+// "batch" (Get also shows it as the job's Batch field; the job a handler
+// receives leaves that field out), then read the members' results with
+// Client.BatchResults.
 type Batch struct {
 	// ID names the batch: [A-Za-z0-9_.:@-]{1,128}; empty, a new ULID.
 	ID string
