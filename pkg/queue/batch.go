@@ -599,22 +599,24 @@ func (c *Client) RelayBatchEnds(ctx context.Context, queue string, limit int) (i
 			}
 		}
 	}
-	pipe := c.rdb.Pipeline()
+	// One transaction in the queue's slot. LREM of each entry itself, not
+	// LTRIM of a count: two pollers may relay the same entries at once,
+	// and an end is unique (its count). The entries of a batch that failed
+	// go to the tail, so that a failing batch never holds up the others.
+	pipe := c.rdb.TxPipeline()
 	n := 0
 	for _, e := range entries {
 		b, _, _ := strings.Cut(e, "\t")
 		if failed[b] {
+			pipe.LRem(ctx, key, 1, e)
+			pipe.RPush(ctx, key, e)
 			continue
 		}
-		// LREM of the entry itself, not LTRIM of a count: two pollers may
-		// relay the same entries at once, and an end is unique (its count).
 		pipe.LRem(ctx, key, 1, e)
 		n++
 	}
-	if n > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return 0, fmt.Errorf("batch relay: %w", err)
-		}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, fmt.Errorf("batch relay: %w", err)
 	}
 	return n, firstErr
 }
