@@ -268,6 +268,40 @@ async function flows(page) {
     await stack.api("POST", `/v1/jobs/${hold}/cancel`);
   });
 
+  await step("a batch's page follows its progress, cancels it whole, retries its failed members, and shows its callbacks", async () => {
+    const id = `e2e-batch-${Date.now()}`;
+    const later = new Date(Date.now() + 3600_000).toISOString();
+    const made = await stack.api("POST", "/v1/batches", {
+      id,
+      jobs: [{ queue: "e2e", type: "sundial.echo" }, { queue: "e2e", type: "sundial.echo" }, { queue: "e2e", type: "sundial.echo", run_at: later }],
+      on_success: { queue: "e2e", type: "sundial.echo" },
+      on_complete: { queue: "e2e", type: "sundial.echo" },
+    });
+    await page.goto(base + `/batches/${id}`);
+    await page.getByTestId("batch-succeeded").getByText("2", { exact: true }).waitFor({ timeout: 20_000 });
+    check((await page.getByTestId("batch-pending").textContent()) === "1", "the scheduled member is not pending");
+    check((await page.getByTestId("batch-sealed").textContent()) === "sealed", "not sealed");
+    check((await page.getByTestId("batch-on_complete").getAttribute("data-state")) === "pending", "on_complete fired early");
+    // The members are listed, and a member's page links back to its batch.
+    for (const jid of made.job_ids) await page.locator(`[data-job="${jid}"]`).waitFor();
+    await page.getByRole("button", { name: "Cancel batch" }).click();
+    await page.getByRole("dialog", { name: "Cancel the whole batch?" }).getByRole("button", { name: "Cancel batch" }).click();
+    await page.getByTestId("batch-outcome").getByText("Cancelled 1 member.").waitFor({ timeout: 15_000 });
+    // Every member ended: on_complete fires (once, by the poller); on_success does not.
+    await page.locator('[data-testid="batch-on_complete"][data-state="fired"]').waitFor({ timeout: 20_000 });
+    check((await page.getByTestId("batch-on_success").getAttribute("data-state")) === "pending", "on_success fired with a member cancelled");
+    await page.getByRole("button", { name: "Retry failed members" }).click();
+    await page.getByRole("dialog", { name: "Retry the failed members?" }).getByRole("button", { name: "Retry members" }).click();
+    await page.getByTestId("batch-outcome").getByText("Retried 1 member.").waitFor({ timeout: 15_000 });
+    // The retried member runs now and succeeds: every member succeeded, so on_success fires too.
+    await page.locator('[data-testid="batch-on_success"][data-state="fired"]').waitFor({ timeout: 20_000 });
+    await page.getByTestId("batch-succeeded").getByText("3", { exact: true }).waitFor({ timeout: 10_000 });
+    await page.screenshot({ path: path.join(outDir, "batch.png") });
+    await page.goto(base + `/jobs/${made.job_ids[0]}`);
+    await page.getByTestId("job-batch").click();
+    await page.waitForURL(new RegExp(`/batches/${id}$`));
+  });
+
   await step("dead jobs of one type are retried by filter from the dead-letter page, with a preview, and run again", async () => {
     const message = `e2e-bulk ${Date.now()}`;
     const made = await stack.api("POST", "/v1/jobs/batch", {

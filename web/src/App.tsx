@@ -3,6 +3,7 @@ import { Layout } from "./components/Layout";
 import { Overview } from "./pages/Overview";
 import { Jobs } from "./pages/Jobs";
 import { JobDetail } from "./pages/JobDetail";
+import { BatchDetail } from "./pages/BatchDetail";
 import { DeadLetters } from "./pages/DeadLetters";
 import { Schedules } from "./pages/Schedules";
 import { ScheduleForm } from "./pages/ScheduleForm";
@@ -18,6 +19,7 @@ export function App() {
         <Route path="/" component={Overview} />
         <Route path="/jobs" component={Jobs} />
         <Route path="/jobs/:id">{(p) => <JobDetail key={p.id} id={p.id} />}</Route>
+        <Route path="/batches/:id">{(p) => <BatchDetail key={p.id} id={p.id} />}</Route>
         <Route path="/dead">{() => <DeadLetters />}</Route>
         <Route path="/dead/:queue">{(p) => <DeadLetters queue={p.queue} />}</Route>
         <Route path="/schedules" component={Schedules} />

@@ -2,7 +2,7 @@
 // shape turned into ApiError with a message a person can read.
 
 import type {
-  BulkRequest, BulkResult, HistoryBacklog, Job, JobEvent, JobGraph, JobPage, Limit, LimitStatus, LiveJobFilter, QueueStats, Readiness, Schedule,
+  Batch, BulkRequest, BulkResult, HistoryBacklog, Job, JobEvent, JobGraph, JobPage, Limit, LimitStatus, LiveJobFilter, QueueStats, Readiness, Schedule,
   Storage, Throughput, Worker,
 } from "./types";
 
@@ -130,6 +130,12 @@ export const api = {
   submitJob: (spec: Record<string, unknown>) => request<Job>("POST", "/v1/jobs", spec),
   cancelJob: (id: string) => request<Job>("POST", `/v1/jobs/${enc(id)}/cancel`),
   retryJob: (id: string) => request<Job>("POST", `/v1/jobs/${enc(id)}/retry`),
+
+  getBatch: (id: string) => request<Batch>("GET", `/v1/batches/${enc(id)}`),
+  batchJobs: (id: string, cursor?: string, limit = 100) =>
+    request<JobPage>("GET", `/v1/batches/${enc(id)}/jobs` + qs({ cursor, limit: String(limit) })),
+  cancelBatch: (id: string) => request<{ cancelled: number }>("POST", `/v1/batches/${enc(id)}/cancel`),
+  retryBatch: (id: string) => request<{ retried: number }>("POST", `/v1/batches/${enc(id)}/retry`),
 
   queues: () => request<{ queues: QueueStats[] }>("GET", "/v1/queues"),
   pauseQueue: (q: string) => request<QueueStats>("POST", `/v1/queues/${enc(q)}/pause`),

@@ -29,6 +29,8 @@ export interface Job {
   progress?: { percent: number; message?: string; at: string };
   /** Fairness group (a tenant): within one priority of a queue, groups take turns. */
   group?: string;
+  /** The batch the job is a member (or a callback) of. */
+  batch?: string;
   /** W3C trace context the handler's span continues. */
   traceparent?: string;
   /** The limit a queued job waits for (docs/flow-control.md). */
@@ -280,4 +282,22 @@ export interface JobGraph {
   nodes: GraphNode[];
   edges: GraphEdge[];
   truncated: boolean;
+}
+
+/** A batch (GET /v1/batches/{id}): its members by how they ended, its callbacks. */
+export interface Batch {
+  id: string;
+  created_at: string;
+  total: number;
+  /** no member can be added; the callbacks wait for the seal */
+  sealed: boolean;
+  cancelled_at?: string;
+  counts: { pending: number; succeeded: number; dead: number; cancelled: number };
+  on_success?: BatchCallback;
+  on_complete?: BatchCallback;
+}
+
+export interface BatchCallback {
+  state: "pending" | "due" | "fired";
+  job_id?: string;
 }

@@ -22,15 +22,18 @@ export function rowState(j: Job, live: LiveData): Job["state"] {
 interface Props {
   jobs: Job[];
   label: string;
-  selected: Set<string>;
-  onSelect: (next: Set<string>) => void;
+  /** selected and onSelect: rows can be selected for bulk actions (a check column); without, they cannot. */
+  selected?: Set<string>;
+  onSelect?: (next: Set<string>) => void;
   showError?: boolean;
   footer?: React.ReactNode;
 }
 
 const rowHeight = 40;
 
-export function JobTable({ jobs, label, selected, onSelect, showError, footer }: Props) {
+const noneSelected = new Set<string>();
+
+export function JobTable({ jobs, label, selected = noneSelected, onSelect, showError, footer }: Props) {
   const scroller = useRef<HTMLDivElement>(null);
   const live = useLive((s) => s.data);
   // The app is not built with React Compiler, so nothing memoizes this
@@ -42,7 +45,7 @@ export function JobTable({ jobs, label, selected, onSelect, showError, footer }:
     const next = new Set(selected);
     if (next.has(id)) next.delete(id);
     else next.add(id);
-    onSelect(next);
+    onSelect?.(next);
   };
   // The footer ("Load more") is below the table, not in it: a table holds rows only.
   return (
@@ -50,12 +53,14 @@ export function JobTable({ jobs, label, selected, onSelect, showError, footer }:
       <div role="table" aria-label={label} aria-rowcount={jobs.length + 1}>
         <div className="vrow vhead" role="row">
           <span role="columnheader" className="c-check">
-            <input
-              type="checkbox"
-              aria-label="Select all loaded rows"
-              checked={allSelected}
-              onChange={() => onSelect(allSelected ? new Set() : new Set(jobs.map((j) => j.id)))}
-            />
+            {onSelect ? (
+              <input
+                type="checkbox"
+                aria-label="Select all loaded rows"
+                checked={allSelected}
+                onChange={() => onSelect(allSelected ? new Set() : new Set(jobs.map((j) => j.id)))}
+              />
+            ) : null}
           </span>
           <span role="columnheader" className="c-id">id</span>
           <span role="columnheader" className="c-state">state</span>
@@ -76,12 +81,12 @@ export function JobTable({ jobs, label, selected, onSelect, showError, footer }:
                   className={selected.has(j.id) ? "vrow selected" : "vrow"}
                   role="row"
                   aria-rowindex={item.index + 2}
-                  aria-selected={selected.has(j.id)}
+                  aria-selected={onSelect ? selected.has(j.id) : undefined}
                   data-job={j.id}
                   style={{ position: "absolute", top: 0, left: 0, right: 0, height: rowHeight, transform: `translateY(${item.start}px)` }}
                 >
                   <span role="cell" className="c-check">
-                    <input type="checkbox" aria-label={`Select job ${j.id}`} checked={selected.has(j.id)} onChange={() => toggle(j.id)} />
+                    {onSelect ? <input type="checkbox" aria-label={`Select job ${j.id}`} checked={selected.has(j.id)} onChange={() => toggle(j.id)} /> : null}
                   </span>
                   <span role="cell" className="c-id mono"><Link href={`/jobs/${j.id}`}>{j.id}</Link></span>
                   <span role="cell" className="c-state"><StateBadge state={state} /></span>

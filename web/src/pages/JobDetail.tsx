@@ -87,6 +87,7 @@ export function JobDetail({ id }: { id: string }) {
             <dt>type</dt><dd className="mono">{j.type}</dd>
             <dt>priority</dt><dd>{j.priority}</dd>
             {j.group ? (<><dt>group</dt><dd className="mono" data-testid="job-group">{j.group}</dd></>) : null}
+            {j.batch ? (<><dt>batch</dt><dd><Link href={`/batches/${j.batch}`} className="mono" data-testid="job-batch">{j.batch}</Link></dd></>) : null}
             {j.held_back && j.held_back.reason !== "limit" ? (
               <>
                 <dt>why it waits</dt>
