@@ -33,7 +33,7 @@ func TestSubmitCommandIsBuiltInOneSlice(t *testing.T) {
 		if len(cmd) != cap(cmd) {
 			t.Errorf("%d jobs: command of %d arguments in a slice of %d", n, len(cmd), cap(cmd))
 		}
-		if cmd[0] != "fcall" || cmd[1] != c.scripts.submit.fn || cmd[2] != numKeys || cmd[3] != k.all[0] {
+		if cmd[0] != "fcall" || cmd[1] != c.scripts.submit.fn || cmd[2] != 1 || cmd[3] != k.all[kHigh] || cmd[4] != k.jobPrefix {
 			t.Errorf("%d jobs: command starts %v", n, cmd[:4])
 		}
 		if n == 1 {

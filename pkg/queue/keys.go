@@ -69,12 +69,9 @@ func keysFor(queue string) *queueKeys {
 	for i, s := range [...]string{"high", "normal", "low", "scheduled", "waiting", "leases", "dead", "finished", "events", "stats", "paused", "signal", "fence"} {
 		k.all[i] = tag + s
 	}
-	k.head = make([]any, 0, 3+numKeys)
-	k.head = append(k.head, numKeys)
-	for _, key := range k.all {
-		k.head = append(k.head, key)
-	}
-	k.head = append(k.head, k.jobPrefix, k.tag)
+	// A script call declares one key, the high list, which routes it to
+	// the queue's slot; the script makes the others from the tag (lua/lib.lua).
+	k.head = []any{1, k.all[kHigh], k.jobPrefix, k.tag}
 	k.nameArg = k.name
 	return k
 }

@@ -3,14 +3,16 @@
 -- (one function each, loaded once per server), and the same text as
 -- plain scripts for servers without functions.
 --
--- Every script receives the same KEYS, the keys of one queue (see keys.go):
---   KEYS[1] high   KEYS[2] normal   KEYS[3] low    (priority lists, LPUSH in / RPOP out)
---   KEYS[4] scheduled (zset id → due ms)     KEYS[5] waiting (zset id → created ms)
---   KEYS[6] leases (zset id → lease expiry)  KEYS[7] dead (zset id → died ms)
---   KEYS[8] finished (zset id → finished ms) KEYS[9] events (stream)
---   KEYS[10] stats (hash)  KEYS[11] paused (flag)  KEYS[12] signal (wake list)
---   KEYS[13] fence (fencing-token counter)
--- and the same first five ARGV:
+-- Every script is called with one key, KEYS[1], the queue's high-priority
+-- list, which routes the call to the queue's slot; the queue's other keys
+-- share its hash tag and are made from ARGV[2] (begin): the high, normal
+-- and low priority lists (LPUSH in / RPOP out), scheduled (zset id → due
+-- ms), waiting (zset id → created ms), leases (zset id → lease expiry),
+-- dead (zset id → died ms), finished (zset id → finished ms), events
+-- (stream), stats (hash), paused (flag), signal (wake list) and fence
+-- (fencing-token counter). Twelve more declared keys cost every call ~1 µs
+-- of Redis time and ~300 bytes (docs/benchmarks/2026-11-28-submit.md).
+-- And the same first five ARGV:
 --   ARGV[1] job hash prefix "sundial:job:{q}:"   ARGV[2] queue key prefix "sundial:{q}:"
 --   ARGV[3] now, unix ms (the caller's clock: job timestamps, due times;
 --           '' = Redis' own TIME, for a claim sent behind a blocking wait,
@@ -146,11 +148,8 @@ local CHUNK = 1000
 
 local last_qk = nil -- the QK the keys below begin() were made for
 
--- begin sets the per-call values from this call's KEYS and ARGV.
+-- begin sets the per-call values from this call's ARGV.
 local function begin()
-  K_HIGH, K_NORMAL, K_LOW = KEYS[1], KEYS[2], KEYS[3]
-  K_SCHED, K_WAIT, K_LEASES, K_DEAD, K_FIN = KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-  K_EVENTS, K_STATS, K_PAUSED, K_SIGNAL, K_FENCE = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
   JOB, QK, NOW_S, LEASE_CLOCK, QUEUE = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
   if NOW_S == '' then
     local t = redis.call('TIME')
@@ -160,6 +159,9 @@ local function begin()
   -- The keys made from the queue's prefix are kept from the last call
   -- (calls to one queue in a row make them once).
   if QK ~= last_qk then
+    K_HIGH, K_NORMAL, K_LOW = QK .. 'high', QK .. 'normal', QK .. 'low'
+    K_SCHED, K_WAIT, K_LEASES, K_DEAD, K_FIN = QK .. 'scheduled', QK .. 'waiting', QK .. 'leases', QK .. 'dead', QK .. 'finished'
+    K_EVENTS, K_STATS, K_PAUSED, K_SIGNAL, K_FENCE = QK .. 'events', QK .. 'stats', QK .. 'paused', QK .. 'signal', QK .. 'fence'
     K_TOMB, K_ACTIVE = QK .. 'tomb', QK .. 'active'
     K_LIMITS, K_LIMUSE, K_LIMSTAT, K_TIMERS = QK .. 'limits', QK .. 'limuse', QK .. 'limstat', QK .. 'timers'
     K_NOHANDLER = QK .. 'pslots:' .. NOHANDLER
