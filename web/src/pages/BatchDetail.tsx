@@ -19,7 +19,7 @@ export function batchDone(b: Batch): boolean {
   return b.sealed && b.counts.pending === 0 && settled(b.on_success) && settled(b.on_complete);
 }
 
-function Callback({ name, cb }: { name: string; cb?: BatchCallback }) {
+function Callback({ name, cb, hint }: { name: string; cb?: BatchCallback; hint?: string }) {
   if (!cb) return null;
   return (
     <>
@@ -27,6 +27,7 @@ function Callback({ name, cb }: { name: string; cb?: BatchCallback }) {
       <dd data-testid={`batch-${name}`} data-state={cb.state}>
         {cb.state}
         {cb.job_id ? <> — <Link href={`/jobs/${cb.job_id}`} className="mono">{cb.job_id}</Link></> : null}
+        {hint && cb.state === "pending" ? <span className="muted"> — {hint}</span> : null}
       </dd>
     </>
   );
@@ -109,7 +110,7 @@ export function BatchDetail({ id }: { id: string }) {
           <dt>cancelled</dt><dd data-testid="batch-cancelled">{num(b.counts.cancelled)}</dd>
           <dt>created</dt><dd title={b.created_at}>{when(b.created_at)} ({ago(b.created_at)})</dd>
           {b.cancelled_at ? (<><dt>cancelled at</dt><dd>{when(b.cancelled_at)}</dd></>) : null}
-          <Callback name="on_success" cb={b.on_success} />
+          <Callback name="on_success" cb={b.on_success} hint={failed > 0 ? "fires only once every member succeeded: retry the failed ones" : undefined} />
           <Callback name="on_complete" cb={b.on_complete} />
         </dl>
       </section>
