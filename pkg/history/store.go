@@ -150,6 +150,13 @@ func (s *Store) Setup(ctx context.Context) error {
 			return fmt.Errorf("history: create index %s.%s: %w", ix.coll, ix.name, err)
 		}
 	}
+	for _, ix := range replacedIndexes {
+		err := s.db.Collection(ix.coll).Indexes().DropOne(ctx, ix.name)
+		var ce mongo.CommandError
+		if err != nil && !(errors.As(err, &ce) && (ce.Code == 27 || ce.Code == 26)) { // IndexNotFound, NamespaceNotFound
+			return fmt.Errorf("history: drop replaced index %s.%s: %w", ix.coll, ix.name, err)
+		}
+	}
 	if !ferret {
 		if err := s.ensureTTL(ctx); err != nil {
 			return err
@@ -166,19 +173,38 @@ func (s *Store) Setup(ctx context.Context) error {
 	return nil
 }
 
-// indexes serve the queries: search newest first (all jobs, by queue and
-// state, by type); lookup by idempotency key; a job's events in order.
+// indexes serve the queries: search newest first (all jobs, and by each
+// filter of the dashboard: queue + state, type + state, type, state,
+// group); lookup by idempotency key; a job's events in order.
+//
+// Every search index ends with created_at, _id: Search sorts by both, and
+// MongoDB can walk an index in the order of the sort (and stop after a
+// page) only when the index holds every sort field after the equality
+// fields. Without _id it sorts all the matching jobs in memory (a blocking
+// SORT stage, refused past 100 MB), whatever their number. FerretDB v1 on
+// PostgreSQL pushes down only the equality filters, never the sort or the
+// limit (docs/history.md, "Search on FerretDB").
 var indexes = []struct {
 	coll, name string
 	keys       []string
 }{
 	{JobsCollection, "created_id", []string{fCreatedAt, fID}},
-	{JobsCollection, "queue_state_created", []string{fQueue, fState, fCreatedAt}},
-	{JobsCollection, "type_created", []string{fType, fCreatedAt}},
-	{JobsCollection, "group_created", []string{fGroup, fCreatedAt}},
+	{JobsCollection, "queue_state_created_id", []string{fQueue, fState, fCreatedAt, fID}},
+	{JobsCollection, "type_state_created_id", []string{fType, fState, fCreatedAt, fID}},
+	{JobsCollection, "type_created_id", []string{fType, fCreatedAt, fID}},
+	{JobsCollection, "state_created_id", []string{fState, fCreatedAt, fID}},
+	{JobsCollection, "group_created_id", []string{fGroup, fCreatedAt, fID}},
 	{JobsCollection, "idempotency_key", []string{fIdempotencyKey}},
 	{JobsCollection, "depends_on", []string{fDependsOn}}, // a job's dependents (GET /v1/jobs/{id}/graph)
 	{EventsCollection, "job_at", []string{fJobID, fAt}},
+}
+
+// replacedIndexes are the search indexes of earlier releases, without _id
+// (see indexes): Setup drops them.
+var replacedIndexes = []struct{ coll, name string }{
+	{JobsCollection, "queue_state_created"},
+	{JobsCollection, "type_created"},
+	{JobsCollection, "group_created"},
 }
 
 // ttlIndexes are the retention indexes of real MongoDB: jobs expire from

@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sundialhq/sundial/internal/mongotest"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 var t0 = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
@@ -282,6 +285,60 @@ func TestSetupAndExpire(t *testing.T) {
 	}
 	if j := e.job("new"); j.State != job.Queued {
 		t.Fatalf("recent job: %+v", j)
+	}
+}
+
+// TestSearchIndexesServeTheSort checks that every filter of the search has
+// an index of its equality fields followed by the whole sort (created_at,
+// _id): MongoDB walks such an index in order and stops after a page;
+// without _id it sorts every matching job in memory. The search indexes of
+// earlier releases (without _id) are dropped by Setup.
+func TestSearchIndexesServeTheSort(t *testing.T) {
+	t.Parallel()
+	_, db := mongotest.Client(t)
+	ctx := t.Context()
+	oldKeys := map[string]bson.D{
+		"queue_state_created": {{Key: fQueue, Value: 1}, {Key: fState, Value: 1}, {Key: fCreatedAt, Value: 1}},
+		"type_created":        {{Key: fType, Value: 1}, {Key: fCreatedAt, Value: 1}},
+		"group_created":       {{Key: fGroup, Value: 1}, {Key: fCreatedAt, Value: 1}},
+	}
+	for _, old := range replacedIndexes { // a store set up by an earlier release
+		m := mongo.IndexModel{Keys: oldKeys[old.name], Options: options.Index().SetName(old.name)}
+		if _, err := db.Collection(old.coll).Indexes().CreateOne(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := NewStore(db, StoreOptions{Logger: quietLog()})
+	if err := store.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	specs, err := db.Collection(JobsCollection).Indexes().ListSpecifications(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keysOf := map[string]string{}
+	for _, s := range specs {
+		var d bson.D
+		if err := bson.Unmarshal(s.KeysDocument, &d); err != nil {
+			t.Fatal(err)
+		}
+		var ks []string
+		for _, e := range d {
+			ks = append(ks, e.Key)
+		}
+		keysOf[s.Name] = fmt.Sprint(ks)
+	}
+	for _, old := range replacedIndexes {
+		if _, ok := keysOf[old.name]; ok {
+			t.Errorf("replaced index %s still there", old.name)
+		}
+	}
+	// The dashboard's filters (GET /v1/jobs): the equality fields of each.
+	for _, eq := range [][]string{{}, {fQueue, fState}, {fType, fState}, {fType}, {fState}, {fGroup}} {
+		want := fmt.Sprint(append(slices.Clone(eq), fCreatedAt, fID))
+		if !slices.Contains(slices.Collect(maps.Values(keysOf)), want) {
+			t.Errorf("no index %s for a search by %v; indexes: %v", want, eq, keysOf)
+		}
 	}
 }
 
