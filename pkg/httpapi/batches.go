@@ -96,19 +96,27 @@ func (s *Server) batchRoutes() []route {
 	}
 }
 
-// submitBatchJobs handles POST /v1/batches.
-func (s *Server) submitBatchJobs(c *gin.Context) {
+// readBatchRequest reads a batch route's body into req (no query
+// parameters allowed); on a bad request it answers and returns false.
+func (s *Server) readBatchRequest(c *gin.Context, req any) bool {
 	data, err := readBody(c, s.cfg.MaxBatchBodyBytes, false)
 	if err == nil {
 		err = checkQuery(c)
 	}
+	if err == nil {
+		err = decodeBatchBody(data, req)
+	}
 	if err != nil {
 		fail(c, err)
-		return
+		return false
 	}
+	return true
+}
+
+// submitBatchJobs handles POST /v1/batches.
+func (s *Server) submitBatchJobs(c *gin.Context) {
 	var req batchCreateRequest
-	if err := decodeBatchBody(data, &req); err != nil {
-		fail(c, err)
+	if !s.readBatchRequest(c, &req) {
 		return
 	}
 	now := s.now()
@@ -158,17 +166,8 @@ func (s *Server) submitBatchJobs(c *gin.Context) {
 
 // addBatchJobs handles POST /v1/batches/{id}/jobs.
 func (s *Server) addBatchJobs(c *gin.Context) {
-	data, err := readBody(c, s.cfg.MaxBatchBodyBytes, false)
-	if err == nil {
-		err = checkQuery(c)
-	}
-	if err != nil {
-		fail(c, err)
-		return
-	}
 	var req batchAddRequest
-	if err := decodeBatchBody(data, &req); err != nil {
-		fail(c, err)
+	if !s.readBatchRequest(c, &req) {
 		return
 	}
 	members, err := s.buildMembers(c, req.Jobs)
