@@ -82,7 +82,7 @@ if succeeded > 0 then
   free_slot_counts(freed)
   -- Members of batches (lib.lua, batch_ended): one EXISTS for a queue
   -- without any.
-  if redis.call('EXISTS', QK .. 'blive') == 1 then
+  if batch_members_live() then
     for _, id in ipairs(done_ids) do batch_ended(id, 'succeeded') end
   end
   -- Dependents. Every job in a dependents set waits in K_WAIT (submit

@@ -136,6 +136,9 @@ local K_NOHANDLER
 -- when no live worker of the queue handles the type (unhandled.lua).
 -- Limit names cannot hold '@'.
 local NOHANDLER = '@handler'
+-- Whether the queue's live batch members (QK..'blive') may hold any, asked
+-- at most once a call (batch_members_live); nil: not asked yet.
+local blive
 -- The events of this call (see emit).
 local ev_groups, ev_last
 local WAKE_CHANNEL = 'sundial:poller:wake'
@@ -168,6 +171,7 @@ local function begin()
     last_qk = QK
   end
   ev_groups, ev_last = {}, nil
+  blive = nil
 end
 
 -- ms formats a number of milliseconds as an integer string (tostring would
@@ -804,8 +808,23 @@ end
 -- relays to the batch's own slot (batch.go, lua/batchsettle.lua): the
 -- member's latest end is the one that counts, and a relay sent twice
 -- counts once.
+-- batch_members_live reports whether the queue has live batch members,
+-- with one EXISTS a call: a queue without batches pays no more for the
+-- jobs a call ends.
+local function batch_members_live()
+  if blive == nil then blive = redis.call('EXISTS', QK .. 'blive') == 1 end
+  return blive
+end
+
+-- batch_member_live makes job id a live member of its batch (submit.lua,
+-- retry.lua).
+local function batch_member_live(id)
+  redis.call('SADD', QK .. 'blive', id)
+  blive = true
+end
+
 local function batch_ended(id, state)
-  if redis.call('SREM', QK .. 'blive', id) == 0 then return end
+  if not batch_members_live() or redis.call('SREM', QK .. 'blive', id) == 0 then return end
   local b = redis.call('HGET', JOB .. id, 'batch')
   if not b then return end
   local n = redis.call('HINCRBY', JOB .. id, 'batch_ends', 1)

@@ -51,7 +51,7 @@ for i = 1, n do
       redis.call('ZREM', K_FIN, id)
       redis.call('HDEL', jk, 'finished_at', 'started_at', 'worker_id', 'result')
       -- A member of a batch is live again: its next end is reported.
-      if redis.call('HEXISTS', jk, 'batch') == 1 then redis.call('SADD', QK .. 'blive', id) end
+      if redis.call('HEXISTS', jk, 'batch') == 1 then batch_member_live(id) end
       if #pending > 0 then
         -- A tombstone left in a list, if any, is dropped by the claim that
         -- meets it (the job is not queued).

@@ -168,7 +168,7 @@ for i = 1, n do
       if trace ~= '' then opt[#opt + 1] = 'traceparent'; opt[#opt + 1] = trace end
       if ARGV[jb + 3] == '2' then
         opt[#opt + 1] = 'batch'; opt[#opt + 1] = ARGV[jb + 8]
-        redis.call('SADD', QK .. 'blive', id)
+        batch_member_live(id)
       end
     end
     local jtype, prio, created_at, run_at_s = ARGV[pf], ARGV[pf + 1], ARGV[pf + 6], ARGV[pf + 7]
