@@ -167,8 +167,8 @@ func (s *Server) graphJob(ctx context.Context, id string) (*job.Job, error) {
 // dependents returns the ids of the jobs that wait for j: Redis' edges not
 // yet settled, and the history store's record of every job that named it.
 func (s *Server) dependents(ctx context.Context, j *job.Job) ([]string, error) {
-	ids, err := s.q.Dependents(ctx, j.ID)
-	if err != nil && !errors.Is(err, queue.ErrNotFound) {
+	ids, err := s.q.Dependents(ctx, j.Queue, j.ID)
+	if err != nil {
 		return nil, err
 	}
 	if s.cfg.History == nil {

@@ -43,17 +43,13 @@ func (c *Client) QueueOf(ctx context.Context, id string) (string, error) {
 	return k.name, nil
 }
 
-// Dependents returns the ids of the jobs that still wait for job id: those
-// of its queue (its dependents set; an edge leaves it once settled) and
-// those of other queues (settle.go: their queue's remote waiters, up to
-// maxRemoteScan of each queue, whose dependencies name "<queue>|<id>").
-// ErrNotFound when no queue holds the job. Once an edge is settled only the
-// history store knows it.
-func (c *Client) Dependents(ctx context.Context, id string) ([]string, error) {
-	k, err := c.locate(ctx, id)
-	if err != nil {
-		return nil, err
-	}
+// Dependents returns the ids of the jobs that still wait for job id of
+// queue: those of its queue (its dependents set; an edge leaves it once
+// settled) and those of other queues (settle.go: their queue's remote
+// waiters, up to maxRemoteScan of each queue, whose dependencies name
+// "<queue>|<id>"). Once an edge is settled only the history store knows it.
+func (c *Client) Dependents(ctx context.Context, queue, id string) ([]string, error) {
+	k := c.keysFor(queue)
 	out, err := c.rdb.SMembers(ctx, k.tag+"dependents:"+id).Result()
 	if err != nil {
 		return nil, err
