@@ -96,6 +96,7 @@ func (s *Server) jobGraph(c *gin.Context) {
 		j  *job.Job // nil: not found
 	}
 	next := []visit{{root, first}}
+	deps := s.q.NewDependentsReader()
 	for len(next) > 0 {
 		v := next[0]
 		next = next[1:]
@@ -104,7 +105,7 @@ func (s *Server) jobGraph(c *gin.Context) {
 			continue
 		}
 		g.Nodes = append(g.Nodes, nodeOf(v.j))
-		children, err := s.dependents(ctx, v.j)
+		children, err := s.dependents(ctx, deps, v.j)
 		if err != nil {
 			fail(c, err)
 			return
@@ -166,8 +167,8 @@ func (s *Server) graphJob(ctx context.Context, id string) (*job.Job, error) {
 
 // dependents returns the ids of the jobs that wait for j: Redis' edges not
 // yet settled, and the history store's record of every job that named it.
-func (s *Server) dependents(ctx context.Context, j *job.Job) ([]string, error) {
-	ids, err := s.q.Dependents(ctx, j.Queue, j.ID)
+func (s *Server) dependents(ctx context.Context, deps *queue.DependentsReader, j *job.Job) ([]string, error) {
+	ids, err := deps.Dependents(ctx, j.Queue, j.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -43,17 +43,41 @@ func (c *Client) QueueOf(ctx context.Context, id string) (string, error) {
 	return k.name, nil
 }
 
-// Dependents returns the ids of the jobs that still wait for job id of
-// queue: those of its queue (its dependents set; an edge leaves it once
-// settled) and those of other queues (settle.go: their queue's remote
-// waiters, up to maxRemoteScan of each queue, whose dependencies name
-// "<queue>|<id>"). Once an edge is settled only the history store knows it.
-func (c *Client) Dependents(ctx context.Context, queue, id string) ([]string, error) {
-	k := c.keysFor(queue)
-	out, err := c.rdb.SMembers(ctx, k.tag+"dependents:"+id).Result()
+// DependentsReader finds the jobs that still wait for other jobs: those of
+// the job's own queue (its dependents set; an edge leaves it once settled)
+// and those of other queues (settle.go: their queue's remote waiters, up to
+// maxRemoteScan of each queue, whose dependencies name "<queue>|<id>").
+// It reads every queue's remote waiters once, on first use, so walking a
+// graph of n jobs costs one read of them, not n. Make one per request: it
+// does not see waiters added after that read. Once an edge is settled only
+// the history store knows it.
+type DependentsReader struct {
+	c      *Client
+	remote map[string][]string // "<queue>|<id>" → the remote waiters' ids
+}
+
+// NewDependentsReader returns a reader that has read nothing yet.
+func (c *Client) NewDependentsReader() *DependentsReader { return &DependentsReader{c: c} }
+
+// Dependents returns the ids of the jobs that still wait for job id of queue.
+func (r *DependentsReader) Dependents(ctx context.Context, queue, id string) ([]string, error) {
+	k := r.c.keysFor(queue)
+	out, err := r.c.rdb.SMembers(ctx, k.tag+"dependents:"+id).Result()
 	if err != nil {
 		return nil, err
 	}
+	if r.remote == nil {
+		if r.remote, err = r.c.remoteWaiters(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return append(out, r.remote[k.name+"|"+id]...), nil
+}
+
+// remoteWaiters maps each "<queue>|<id>" that a remote waiter (≤
+// maxRemoteScan of each queue) depends on to the waiters' ids: two
+// pipelined round trips, whatever the number of jobs asked about later.
+func (c *Client) remoteWaiters(ctx context.Context) (map[string][]string, error) {
 	qs, err := c.Queues(ctx)
 	if err != nil {
 		return nil, err
@@ -66,26 +90,26 @@ func (c *Client) Dependents(ctx context.Context, queue, id string) ([]string, er
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}
-	member := k.name + "|" + id
-	type cand struct {
-		id  string
-		cmd *redis.BoolCmd
+	type waiter struct {
+		id   string
+		deps *redis.StringSliceCmd
 	}
-	var cands []cand
+	var ws []waiter
 	for i, q := range qs {
 		for _, w := range waiters[i].Val() {
-			cands = append(cands, cand{w, pipe.SIsMember(ctx, c.keysFor(q).tag+"deps:"+w, member)})
+			ws = append(ws, waiter{w, pipe.SMembers(ctx, c.keysFor(q).tag+"deps:"+w)})
 		}
 	}
-	if len(cands) == 0 {
+	out := map[string][]string{}
+	if len(ws) == 0 {
 		return out, nil
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}
-	for _, cd := range cands {
-		if cd.cmd.Val() {
-			out = append(out, cd.id)
+	for _, w := range ws {
+		for _, d := range w.deps.Val() {
+			out[d] = append(out[d], w.id)
 		}
 	}
 	return out, nil

@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/sundialhq/sundial/pkg/job"
@@ -147,4 +148,58 @@ func TestRetryWaitsAgainForAnotherQueue(t *testing.T) {
 		t.Fatalf("settle after the retried dependency succeeded = %d %v", n, err)
 	}
 	wantState(t, e.get(t, down.ID), job.Queued)
+}
+
+// TestDependentsReader: the jobs waiting for a job are found in its own
+// queue and among other queues' remote waiters, and a reader reads the
+// remote waiters of every queue once, however many jobs it is asked about
+// (a graph of n jobs must not cost n reads of them).
+func TestDependentsReader(t *testing.T) {
+	e := newEnv(t)
+	var parents []*job.Job
+	for i := range 5 {
+		p := e.build(t, job.Spec{Type: "extract", Queue: "src"})
+		if i == 4 {
+			p = e.build(t, job.Spec{Type: "extract", Queue: "other"})
+		}
+		if _, err := e.q.Submit(e.ctx, []*job.Job{p}); err != nil {
+			t.Fatal(err)
+		}
+		parents = append(parents, p)
+	}
+	// Each of parents[0..3] has a local child (src) and a remote one (dst);
+	// parents[4] has none.
+	want := map[string][]string{}
+	for _, p := range parents[:4] {
+		local := e.build(t, job.Spec{Type: "join", Queue: "src", DependsOn: []string{p.ID}})
+		remote := e.build(t, job.Spec{Type: "load", Queue: "dst", DependsOn: []string{p.ID}})
+		for _, j := range []*job.Job{local, remote} {
+			if _, err := e.q.Submit(e.ctx, []*job.Job{j}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want[p.ID] = []string{local.ID, remote.ID}
+	}
+	rdb := e.srv.Client()
+	before := calls(t, rdb, "srandmember")
+	r := e.q.NewDependentsReader()
+	for _, p := range parents {
+		got, err := r.Dependents(e.ctx, p.Queue, p.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		w := slices.Clone(want[p.ID])
+		slices.Sort(w)
+		if !slices.Equal(got, w) {
+			t.Errorf("dependents of %s = %v, want %v", p.ID, got, w)
+		}
+	}
+	queues, err := e.q.Queues(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := calls(t, rdb, "srandmember") - before; n != len(queues) {
+		t.Errorf("%d reads of remote waiters for %d jobs over %d queues; want one per queue", n, len(parents), len(queues))
+	}
 }
