@@ -35,6 +35,11 @@ func decodeJobHash(q, id string, h map[string]string) *jobHash {
 	if j == nil {
 		return nil
 	}
+	return hashOf(j)
+}
+
+// hashOf returns what the history takes from job j beyond its events.
+func hashOf(j *job.Job) *jobHash {
 	return &jobHash{
 		state: j.State, payload: string(j.Payload), result: string(j.Result), priority: string(j.Priority),
 		maxAttempts: j.MaxAttempts, timeout: j.TimeoutSeconds, backoff: j.Backoff,

@@ -9,9 +9,9 @@
 //	go run ./tools/historyscale -mongo mongodb://127.0.0.1:27017/ -db histscale
 //	go run ./tools/historyscale -mongo URI -fill=false   # measure an existing fill again
 //
-// The fill writes the documents the history writer writes (jobs and
-// events, the same fields) straight into the collections with unordered
-// InsertMany batches from several goroutines: it is not what is measured.
+// The fill writes jobs and events through the history writer's own code
+// (Store.Import: the same documents, unordered InsertMany batches) from
+// several goroutines, without Redis streams: it is not what is measured.
 // Jobs spread over 20 queues, 10 common types and one rare type (0.1 %),
 // mostly succeeded, some dead and cancelled, created over the last 30 days;
 // each job has 3 events (submitted, started, then its end).
@@ -45,7 +45,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/sundialhq/sundial/internal/freeport"
 	"github.com/sundialhq/sundial/pkg/history"
@@ -57,7 +56,7 @@ var (
 	flagMongo    = flag.String("mongo", "", "MongoDB URI to use instead of starting a private FerretDB")
 	flagDB       = flag.String("db", "historyscale", "database name")
 	flagFill     = flag.Bool("fill", true, "fill the database (false: measure what is there)")
-	flagBatch    = flag.Int("batch", 3000, "jobs per InsertMany batch (3 times as many events)")
+	flagBatch    = flag.Int("batch", 3000, "jobs per Store.Import batch (3 times as many events)")
 	flagWorkers  = flag.Int("workers", 4, "batches inserted at once")
 	flagN        = flag.Int("n", 100, "queries per case")
 	flagBudget   = flag.Duration("case-budget", 90*time.Second, "stop a case after this long (fewer queries)")
@@ -79,45 +78,13 @@ var (
 	rareType = "audit.rebuild" // 0.1 % of the jobs
 )
 
-// jobRec and eventRec are the documents pkg/history's writer stores
-// (schema.go: jobDoc plus version and updated_at; eventDoc).
-type jobRec struct {
-	ID             string     `bson:"_id"`
-	Queue          string     `bson:"queue"`
-	Type           string     `bson:"type"`
-	State          string     `bson:"state"`
-	Attempt        int        `bson:"attempt"`
-	Version        string     `bson:"version"`
-	UpdatedAt      time.Time  `bson:"updated_at"`
-	CreatedAt      time.Time  `bson:"created_at"`
-	StartedAt      *time.Time `bson:"started_at,omitempty"`
-	FinishedAt     *time.Time `bson:"finished_at,omitempty"`
-	WorkerID       string     `bson:"worker_id,omitempty"`
-	LastError      string     `bson:"last_error,omitempty"`
-	Payload        string     `bson:"payload,omitempty"`
-	Result         string     `bson:"result,omitempty"`
-	Priority       string     `bson:"priority"`
-	MaxAttempts    int        `bson:"max_attempts"`
-	TimeoutSeconds int        `bson:"timeout_seconds"`
-}
-
-type eventRec struct {
-	ID       string    `bson:"_id"`
-	JobID    string    `bson:"job_id"`
-	Event    string    `bson:"event"`
-	State    string    `bson:"state"`
-	Attempt  int       `bson:"attempt"`
-	WorkerID string    `bson:"worker_id,omitempty"`
-	Error    string    `bson:"error,omitempty"`
-	At       time.Time `bson:"at"`
-}
-
 func queueName(i int) string { return fmt.Sprintf("q%02d", i) }
 
 func jobID(i int) string { return fmt.Sprintf("hs%010d", i) }
 
 // jobOf makes job i and its 3 events, deterministically from i and seed.
-func jobOf(i int, now time.Time) (jobRec, [3]eventRec) {
+// The events' ids are stream entry ids whose sequence is unique per job.
+func jobOf(i int, now time.Time) (*job.Job, [3]job.Event) {
 	r := rand.New(rand.NewPCG(uint64(i), 36))
 	created := now.Add(-time.Duration(r.Int64N(int64(days * 24 * time.Hour))))
 	started := created.Add(time.Duration(r.IntN(2000)) * time.Millisecond)
@@ -136,21 +103,19 @@ func jobOf(i int, now time.Time) (jobRec, [3]eventRec) {
 	q := queueName(r.IntN(queues))
 	id := jobID(i)
 	worker := fmt.Sprintf("w-%02d", r.IntN(40))
-	ver := func(t time.Time, k int) string { return fmt.Sprintf("%015d-%020d", t.UnixMilli(), i*3+k) }
-	j := jobRec{
-		ID: id, Queue: q, Type: typ, State: string(state), Attempt: attempt,
-		Version: ver(finished, 2), UpdatedAt: finished, CreatedAt: created,
-		StartedAt: &started, FinishedAt: &finished, WorkerID: worker, LastError: errText,
-		Payload: `{"to":"user@example.com","n":` + fmt.Sprint(i) + `}`, Priority: "normal",
+	entry := func(t time.Time, k int) string { return fmt.Sprintf("%d-%d", t.UnixMilli(), i*3+k) }
+	j := &job.Job{
+		ID: id, Queue: q, Type: typ, State: state, Attempt: attempt, CreatedAt: created,
+		Payload: []byte(`{"to":"user@example.com","n":` + fmt.Sprint(i) + `}`), Priority: job.Normal,
 		MaxAttempts: 3, TimeoutSeconds: 60,
 	}
 	if state == job.Succeeded {
-		j.Result = `{"ok":true}`
+		j.Result = []byte(`{"ok":true}`)
 	}
-	ev := [3]eventRec{
-		{ID: q + "/" + ver(created, 0), JobID: id, Event: string(job.EventSubmitted), State: string(job.Queued), At: created},
-		{ID: q + "/" + ver(started, 1), JobID: id, Event: string(job.EventStarted), State: string(job.Active), Attempt: attempt, WorkerID: worker, At: started},
-		{ID: q + "/" + ver(finished, 2), JobID: id, Event: string(end), State: string(state), Attempt: attempt, WorkerID: worker, Error: errText, At: finished},
+	ev := [3]job.Event{
+		{ID: entry(created, 0), JobID: id, Queue: q, Type: typ, Event: job.EventSubmitted, State: job.Queued, At: created},
+		{ID: entry(started, 1), JobID: id, Queue: q, Type: typ, Event: job.EventStarted, State: job.Active, Attempt: attempt, WorkerID: worker, At: started},
+		{ID: entry(finished, 2), JobID: id, Queue: q, Type: typ, Event: end, State: state, Attempt: attempt, WorkerID: worker, Error: errText, At: finished},
 	}
 	return j, ev
 }
@@ -184,11 +149,12 @@ func run(uri string) error {
 	db := mc.Database(*flagDB)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	nJobs := *flagEvents / 3
+	store := history.NewStore(db, history.StoreOptions{OpTimeout: 5 * time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if *flagFill {
 		if err := db.Drop(ctx); err != nil {
 			return fmt.Errorf("drop: %w", err)
 		}
-		n, err := fill(ctx, db, nJobs, now)
+		n, err := fill(ctx, store, nJobs, now)
 		if err != nil {
 			return err
 		}
@@ -200,7 +166,6 @@ func run(uri string) error {
 		}
 		nJobs = int(c) // the time windows assume the fill was recent (created_at over the 30 days before it)
 	}
-	store := history.NewStore(db, history.StoreOptions{OpTimeout: 5 * time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if *flagSetup {
 		t0 := time.Now()
 		if err := store.Setup(ctx); err != nil {
@@ -212,8 +177,9 @@ func run(uri string) error {
 	return nil
 }
 
-// fill inserts nJobs jobs and their events and returns how many jobs it wrote.
-func fill(ctx context.Context, db *mongo.Database, nJobs int, now time.Time) (int, error) {
+// fill writes nJobs jobs and their events through the history's own
+// writing code (Store.Import) and returns how many jobs it wrote.
+func fill(ctx context.Context, store *history.Store, nJobs int, now time.Time) (int, error) {
 	var stopAt time.Time
 	if *flagDeadline != "" {
 		t, err := time.Parse("15:04", *flagDeadline)
@@ -222,9 +188,6 @@ func fill(ctx context.Context, db *mongo.Database, nJobs int, now time.Time) (in
 		}
 		stopAt = time.Date(now.Year(), now.Month(), now.Day(), t.Hour(), t.Minute(), 0, 0, time.UTC)
 	}
-	jobs := db.Collection(history.JobsCollection)
-	events := db.Collection(history.EventsCollection)
-	unordered := options.InsertMany().SetOrdered(false)
 	var next, doneJobs atomic.Int64
 	var stopped atomic.Bool
 	start := time.Now()
@@ -240,20 +203,15 @@ func fill(ctx context.Context, db *mongo.Database, nJobs int, now time.Time) (in
 					return
 				}
 				hi := min(lo+*flagBatch, nJobs)
-				js := make([]jobRec, 0, hi-lo)
-				es := make([]eventRec, 0, 3*(hi-lo))
+				js := make([]*job.Job, 0, hi-lo)
+				es := make([]job.Event, 0, 3*(hi-lo))
 				for i := lo; i < hi; i++ {
 					j, ev := jobOf(i, now)
 					js = append(js, j)
 					es = append(es, ev[:]...)
 				}
-				if _, err := events.InsertMany(ctx, es, unordered); err != nil {
-					errc <- fmt.Errorf("insert events: %w", err)
-					stopped.Store(true)
-					return
-				}
-				if _, err := jobs.InsertMany(ctx, js, unordered); err != nil {
-					errc <- fmt.Errorf("insert jobs: %w", err)
+				if err := store.Import(ctx, es, js); err != nil {
+					errc <- fmt.Errorf("import: %w", err)
 					stopped.Store(true)
 					return
 				}
