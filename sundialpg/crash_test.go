@@ -92,6 +92,29 @@ func TestPollerKilledAtEachStep(t *testing.T) {
 			if lag, ok := ready.Details["outbox_postgres_lag_seconds"]; ready.Status != "ok" || ready.Checks["outbox_postgres"] != "ok" || !ok || lag != 0 {
 				t.Errorf("/readyz = %+v", ready)
 			}
+
+			// The API (another process) shows the relay as its leader wrote
+			// it: every row counted once across the crash, no lag, running.
+			addr := proctest.FreeAddr(t)
+			proctest.Start(t, proctest.Binary(t, "api"), "SUNDIAL_REDIS_URL="+e.redis.URL(), "SUNDIAL_HISTORY=off",
+				"SUNDIAL_LOG_LEVEL=warn", "SUNDIAL_METRICS_ADDR=off", "SUNDIAL_HTTP_ADDR="+addr)
+			var view struct {
+				Relays []struct {
+					Store      string  `json:"store"`
+					LagSeconds float64 `json:"lag_seconds"`
+					Relayed    int64   `json:"relayed"`
+					Running    bool    `json:"running"`
+				} `json:"relays"`
+			}
+			queuetest.Eventually(t, 30*time.Second, "GET /v1/outbox showing every row relayed", func() bool {
+				if err := json.Unmarshal([]byte(get(t, "http://"+addr+"/v1/outbox")), &view); err != nil {
+					t.Fatal(err)
+				}
+				return len(view.Relays) == 1 && view.Relays[0].Relayed == 60 && view.Relays[0].LagSeconds == 0
+			})
+			if r := view.Relays[0]; r.Store != "postgres" || !r.Running {
+				t.Errorf("GET /v1/outbox = %+v", view)
+			}
 		})
 	}
 }

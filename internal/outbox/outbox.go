@@ -230,10 +230,16 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // relayLoop relays until ctx ends: at once again after a full batch, else
-// after a notification or PollInterval.
+// after a notification or PollInterval. Every StatusInterval it writes the
+// outbox's Status (status.go).
 func (r *Relay) relayLoop(ctx context.Context, wake <-chan struct{}) {
 	errDelay := 10 * time.Millisecond
+	var wrote time.Time
 	for ctx.Err() == nil {
+		if time.Since(wrote) >= StatusInterval {
+			r.writeStatus(ctx)
+			wrote = time.Now()
+		}
 		n, err := r.RelayOnce(ctx)
 		wait := r.cfg.PollInterval
 		switch {
@@ -301,6 +307,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("delete: %w", err)
 	}
 	r.relayed.Add(float64(len(rows)))
+	r.countRelayed(ctx, len(rows))
 	crashPoint("deleted")
 	return len(rows), nil
 }

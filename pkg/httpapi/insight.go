@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/sundialhq/sundial/internal/jsonbody"
+	"github.com/sundialhq/sundial/internal/outbox"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/schedule"
@@ -104,6 +105,41 @@ func (s *Server) historyLag(c *gin.Context) {
 	out := historyBacklog{At: msTime(b.At), Events: b.Events, LagSeconds: b.Lag.Seconds(), Queues: make([]queueHistoryState, 0, len(b.Queues))}
 	for _, q := range b.Queues {
 		out.Queues = append(out.Queues, queueHistoryState{Queue: q.Queue, Events: q.Events, LagSeconds: q.Lag.Seconds()})
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// outboxView answers GET /v1/outbox.
+type outboxView struct {
+	Relays []outboxRelay `json:"relays"`
+}
+
+// outboxRelay is one outbox's relay, as its leader last wrote (outbox.Status).
+type outboxRelay struct {
+	Store      string  `json:"store"`
+	RelayID    string  `json:"relay_id"`
+	LagSeconds float64 `json:"lag_seconds"`
+	Relayed    int64   `json:"relayed"`
+	At         msTime  `json:"at"`
+	// Running: a relay wrote within the last three status intervals.
+	Running bool `json:"running"`
+}
+
+// outboxStatus handles GET /v1/outbox.
+func (s *Server) outboxStatus(c *gin.Context) {
+	if err := checkQuery(c); err != nil {
+		fail(c, err)
+		return
+	}
+	sts, err := outbox.ReadStatuses(c.Request.Context(), s.q.Redis())
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	out := outboxView{Relays: make([]outboxRelay, 0, len(sts))}
+	for _, st := range sts {
+		out.Relays = append(out.Relays, outboxRelay{Store: st.Store, RelayID: st.RelayID, LagSeconds: st.LagSeconds,
+			Relayed: st.Relayed, At: msTime(st.At), Running: time.Since(st.At) < 3*outbox.StatusInterval})
 	}
 	c.JSON(http.StatusOK, out)
 }

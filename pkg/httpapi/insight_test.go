@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"github.com/sundialhq/sundial/internal/outbox"
 	"net/http"
 	"testing"
 	"time"
@@ -84,6 +85,31 @@ func TestHistoryBacklog(t *testing.T) {
 		t.Errorf("lag %v", b.LagSeconds)
 	}
 	a.do("GET", "/v1/history/backlog?x=1", nil).wantError(t, http.StatusBadRequest, codeInvalidArgument, "x")
+}
+
+// TestOutboxStatus: without a relay the list is empty (not null); a relay
+// that wrote its status is listed, and stops counting as running once it
+// no longer writes. (sundialpg's TestPollerKilledAtEachStep shows a real
+// poller's relay through the API binary.)
+func TestOutboxStatus(t *testing.T) {
+	a := start(t)
+	var v outboxView
+	a.do("GET", "/v1/outbox", nil).decode(t, http.StatusOK, &v)
+	if v.Relays == nil || len(v.Relays) != 0 {
+		t.Fatalf("no relay: %+v", v)
+	}
+	rdb := a.redis.Client()
+	old := time.Now().Add(-time.Minute).UnixMilli()
+	if err := rdb.HSet(t.Context(), outbox.StatusKey("mongodb"), "relay_id", "r1", "lag_seconds", "1.500",
+		"at_ms", old, "relayed", 42).Err(); err != nil {
+		t.Fatal(err)
+	}
+	a.do("GET", "/v1/outbox", nil).decode(t, http.StatusOK, &v)
+	if len(v.Relays) != 1 || v.Relays[0] != (outboxRelay{Store: "mongodb", RelayID: "r1", LagSeconds: 1.5, Relayed: 42,
+		At: msTime(time.UnixMilli(old).UTC()), Running: false}) {
+		t.Fatalf("a stopped relay: %+v", v)
+	}
+	a.do("GET", "/v1/outbox?x=1", nil).wantError(t, http.StatusBadRequest, codeInvalidArgument, "x")
 }
 
 func TestSchedulePreview(t *testing.T) {

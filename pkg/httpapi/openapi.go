@@ -77,6 +77,8 @@ var schemaNames = map[reflect.Type]string{
 	reflect.TypeFor[queueThroughput]():        "QueueThroughput",
 	reflect.TypeFor[queue.MinuteCount]():      "MinuteCount",
 	reflect.TypeFor[historyBacklog]():         "HistoryBacklog",
+	reflect.TypeFor[outboxView]():             "OutboxStatus",
+	reflect.TypeFor[outboxRelay]():            "OutboxRelay",
 	reflect.TypeFor[queueHistoryState]():      "QueueHistoryBacklog",
 	reflect.TypeFor[schedulePreviewRequest](): "SchedulePreviewRequest",
 	reflect.TypeFor[schedulePreview]():        "SchedulePreview",

@@ -238,6 +238,11 @@ func (s *Server) routes() []route {
 			Description: "Events in the queues' Redis streams that the history writers have not recorded yet, and the age of the oldest (the writer's lag), measured from Redis on request.",
 			Status:      http.StatusOK, Response: historyBacklog{}, Errors: []int{400, 503},
 		}},
+		{http.MethodGet, "/v1/outbox", s.outboxStatus, operation{
+			ID: "outbox", Tag: "operations", Summary: "Outbox relays",
+			Description: "The transactional outboxes' relays (docs/outbox.md), as the leading relay of each last wrote in Redis (every 2 s while it leads): the lag (age of the oldest committed row not yet relayed, -1 when the outbox could not be read), the rows relayed, and whether a relay is running (wrote within the last 6 s). Empty when no outbox was ever relayed.",
+			Status:      http.StatusOK, Response: outboxView{}, Errors: []int{400, 503},
+		}},
 		{http.MethodGet, streamPath, s.stream, operation{
 			ID: "stream", Tag: "stream", Summary: "Live stream (websocket)",
 			Description: "Upgrades to a websocket that sends JSON text messages: {\"kind\":\"event\",\"event\":StreamEvent} for each matching job event and {\"kind\":\"stats\",…} (StreamStats) every second to every client. " +

@@ -113,6 +113,13 @@ async function flows(page) {
     await page.locator('[data-testid=connection][data-state=ok]').waitFor();
   });
 
+  await step("the overview shows the PostgreSQL outbox's relay", async () => {
+    // The poller relays the stand-in's PostgreSQL outbox (stack.mjs); its leader writes its state every 2 s.
+    const lag = page.getByTestId("outbox-lag-postgres");
+    await lag.waitFor({ timeout: 20_000 });
+    await waitFor("the relay running with no lag", async () => /^\d+ ms$/.test((await lag.textContent()) ?? ""), { timeoutMs: 20_000 });
+  });
+
   await step("submit a job in the UI; it reaches succeeded without a reload", async () => {
     await page.goto(base + "/submit");
     await page.evaluate(() => { window.__noReload = true; });

@@ -116,6 +116,9 @@ export class Stack {
       await waitFor("the MongoDB stand-in", () => tcpOpen(this.mongoPort), { timeoutMs: 120_000, everyMs: 200 });
       env.SUNDIAL_MONGO_URI = `mongodb://127.0.0.1:${this.mongoPort}`;
       env.SUNDIAL_HISTORY = "on";
+      // The stand-in's PostgreSQL also holds a transactional outbox, which the poller relays.
+      this.pgURL = `postgres://postgres@127.0.0.1:${pgPort}/postgres`;
+      env.SUNDIAL_OUTBOX_POSTGRES_URL = this.pgURL;
     } else {
       env.SUNDIAL_HISTORY = "off";
     }

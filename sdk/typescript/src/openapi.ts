@@ -506,6 +506,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/outbox": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Outbox relays
+         * @description The transactional outboxes' relays (docs/outbox.md), as the leading relay of each last wrote in Redis (every 2 s while it leads): the lag (age of the oldest committed row not yet relayed, -1 when the outbox could not be read), the rows relayed, and whether a relay is running (wrote within the last 6 s). Empty when no outbox was ever relayed.
+         */
+        get: operations["outbox"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/queues": {
         parameters: {
             query?: never;
@@ -1355,6 +1375,19 @@ export interface components {
             minute: string;
             /** Format: int64 */
             succeeded: number;
+        };
+        OutboxRelay: {
+            /** Format: date-time */
+            at: string;
+            lag_seconds: number;
+            relay_id: string;
+            /** Format: int64 */
+            relayed: number;
+            running: boolean;
+            store: string;
+        };
+        OutboxStatus: {
+            relays: components["schemas"]["OutboxRelay"][];
         };
         Outcome: {
             id: string;
@@ -2708,6 +2741,35 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
+        };
+    };
+    outbox: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OutboxStatus"];
+                };
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listQueues: {

@@ -3,7 +3,7 @@
 
 import type {
   Batch, BulkRequest, BulkResult, HistoryBacklog, Job, JobEvent, JobGraph, JobPage, Limit, LimitStatus, LiveJobFilter, QueueStats, Readiness, Schedule,
-  Storage, Throughput, Worker,
+  OutboxRelay, Storage, Throughput, Worker,
 } from "./types";
 
 const keyStorage = "sundial.apiKey";
@@ -163,6 +163,7 @@ export const api = {
   storage: () => request<Storage>("GET", "/v1/storage"),
   throughput: (window: string) => request<Throughput>("GET", "/v1/throughput" + qs({ window })),
   historyBacklog: () => request<HistoryBacklog>("GET", "/v1/history/backlog"),
+  outbox: () => request<{ relays: OutboxRelay[] }>("GET", "/v1/outbox"),
   readyz: () => request<Readiness>("GET", "/readyz"),
 
   schedules: () => request<{ schedules: Schedule[] }>("GET", "/v1/schedules"),

@@ -244,6 +244,16 @@ export interface Throughput {
   queues: { queue: string; minutes: MinuteCount[] }[];
 }
 
+// OutboxRelay is one transactional outbox's relay (GET /v1/outbox).
+export interface OutboxRelay {
+  store: string;
+  relay_id: string;
+  lag_seconds: number;
+  relayed: number;
+  at: string;
+  running: boolean;
+}
+
 export interface HistoryBacklog {
   at: string;
   events: number;

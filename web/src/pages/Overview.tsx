@@ -1,6 +1,7 @@
 // Overview: every queue's counts live from the stream's stats, throughput
 // and failure-rate charts over a chosen window (server counts merged with
-// what the stream shows since the page loaded), workers and history lag.
+// what the stream shows since the page loaded), workers, history lag and
+// each transactional outbox's relay lag.
 
 import { useMemo } from "react";
 import { useQuery } from "@tanstack/react-query";
@@ -28,6 +29,7 @@ export function Overview() {
 
   const tput = useQuery({ queryKey: ["throughput", win], queryFn: () => api.throughput(win), refetchInterval: 30_000 });
   const backlog = useQuery({ queryKey: ["backlog"], queryFn: api.historyBacklog, refetchInterval: 5_000, retry: false });
+  const outbox = useQuery({ queryKey: ["outbox"], queryFn: api.outbox, refetchInterval: 5_000, retry: false });
 
   const chart = useMemo(() => {
     // Sum the queues minute by minute.
@@ -84,6 +86,15 @@ export function Overview() {
           hint={backlog.data ? `${num(backlog.data.events)} events not yet in the history store` : "history writer lag"}
           tone={lag !== undefined && lag > 30 ? "warn" : undefined}
         />
+        {outbox.data?.relays.map((r) => (
+          <Stat
+            key={r.store}
+            label={`${r.store} outbox lag`}
+            value={<span data-testid={`outbox-lag-${r.store}`}>{!r.running ? "stopped" : r.lag_seconds < 0 ? "unreadable" : duration(r.lag_seconds)}</span>}
+            hint={`${num(r.relayed)} rows relayed${r.running ? "" : `, no relay since ${new Date(r.at).toLocaleString()}`}`}
+            tone={!r.running || r.lag_seconds < 0 || r.lag_seconds > 30 ? "warn" : undefined}
+          />
+        ))}
       </section>
 
       <section className="charts">
