@@ -103,8 +103,21 @@ type RunnerConfig struct {
 	// stored (a hook for metrics, audit logs, alerts): keep it quick, it
 	// runs in the goroutine that writes outcomes.
 	AfterAttempt func(AttemptEnd)
+	// Relays run beside the Runner's workers for as long as Run runs:
+	// the relays of transactional outboxes (sundialpg.NewRelay,
+	// sundialmongo.NewRelay; docs/outbox.md), so that one process both
+	// relays committed jobs and runs them. Several Runners may each run
+	// one: a leader lock in Redis lets one relay at a time.
+	Relays []Relay
 	// Logger receives the logs. Default slog.Default().
 	Logger *slog.Logger
+}
+
+// Relay is a background duty a Runner runs beside its workers (an outbox
+// relay). Run must return once ctx ends; an error it returns stops the
+// Runner.
+type Relay interface {
+	Run(ctx context.Context) error
 }
 
 // AttemptEnd is what RunnerConfig.AfterAttempt hears of an attempt.
@@ -276,6 +289,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		s := schedule.NewScheduler(q, schedule.SchedulerConfig{Logger: r.cfg.Logger})
 		g.Go(func() error { return p.Run(gctx) })
 		g.Go(func() error { return s.Run(gctx) })
+	}
+	for _, rl := range r.cfg.Relays {
+		g.Go(func() error { return rl.Run(gctx) })
 	}
 	return g.Wait()
 }

@@ -85,8 +85,9 @@ func main() {
 	}
 
 	c := sundial.NewClient(rdb)
-	go sundialpg.NewRelay(pool, c.Engine(), sundialpg.RelayConfig{Logger: quiet}).Run(ctx)
-	r := sundial.NewRunner(rdb, sundial.RunnerConfig{Queues: []string{"emails"}, Logger: quiet})
+	// The Runner relays committed jobs from the outbox and runs them.
+	relay := sundialpg.NewRelay(pool, c.Engine(), sundialpg.RelayConfig{Logger: quiet})
+	r := sundial.NewRunner(rdb, sundial.RunnerConfig{Queues: []string{"emails"}, Relays: []sundial.Relay{relay}, Logger: quiet})
 	sundial.HandleJSON(r, "email.confirm", func(ctx context.Context, m Confirmation) (any, error) {
 		return map[string]string{"sent_to": m.To}, nil // an SMTP client would go here
 	})
