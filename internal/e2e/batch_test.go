@@ -34,16 +34,11 @@ import (
 func TestBatchSurvivesRedisKill(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
-	// fsync every write (also after the restart) so that kill -9 loses
-	// nothing acknowledged.
-	srv := queuetest.StartWith(t, "--appendfsync", "always")
-	rdb := srv.Client()
-	ctx := context.Background()
-	q := queue.New(rdb, queue.Options{})
 	memberQueues := []string{"bta", "btb", "btc"}
 	const cbq = "btcb"
-	startProc(t, binary(t, "poller"), serviceEnv(srv)...)
-	startProc(t, binary(t, "worker"), serviceEnv(srv, "SUNDIAL_QUEUES=bta,btb,btc,"+cbq, "SUNDIAL_CONCURRENCY=4")...)
+	srv, q := durableStack(t, "bta,btb,btc,"+cbq)
+	rdb := srv.Client()
+	ctx := context.Background()
 
 	// Every fourth member fails its first attempt (sundial.fail) and is
 	// retried up to 2 s later: retries cross the kill. A lease expired by

@@ -20,15 +20,9 @@ import (
 func TestWorkflowSurvivesRedisKill(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
-	// fsync every write (also after the restart) so that kill -9 loses
-	// nothing acknowledged.
-	srv := queuetest.StartWith(t, "--appendfsync", "always")
+	srv, q := durableStack(t, "wfa,wfb,wfc")
 	rdb := srv.Client()
 	ctx := context.Background()
-	q := queue.New(rdb, queue.Options{})
-	queues := "wfa,wfb,wfc"
-	startProc(t, binary(t, "poller"), serviceEnv(srv)...)
-	startProc(t, binary(t, "worker"), serviceEnv(srv, "SUNDIAL_QUEUES="+queues, "SUNDIAL_CONCURRENCY=4")...)
 
 	build := func(queueName string, deps []string) *job.Job {
 		t.Helper()
@@ -120,4 +114,15 @@ func TestWorkflowSurvivesRedisKill(t *testing.T) {
 	}
 	t.Logf("a 31-job DAG over 3 queues, Redis killed (-9) at %.1fs and restarted from its AOF: done in %.1fs",
 		killedAt.Seconds(), time.Since(start).Seconds())
+}
+
+// durableStack starts a Redis that fsyncs every write (also after a
+// restart, so that kill -9 loses nothing acknowledged), a poller, and a
+// worker of 4 slots serving queues (comma-separated).
+func durableStack(t *testing.T, queues string) (*queuetest.Server, *queue.Client) {
+	t.Helper()
+	srv := queuetest.StartWith(t, "--appendfsync", "always")
+	startProc(t, binary(t, "poller"), serviceEnv(srv)...)
+	startProc(t, binary(t, "worker"), serviceEnv(srv, "SUNDIAL_QUEUES="+queues, "SUNDIAL_CONCURRENCY=4")...)
+	return srv, queue.New(srv.Client(), queue.Options{})
 }
