@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -97,18 +98,22 @@ func run(ctx context.Context, args []string, e *env) int {
 }
 
 func (a *app) dispatch(ctx context.Context, args []string) error {
+	if len(args) > 0 && slices.Contains([]string{"-h", "-help", "--help"}, args[0]) {
+		a.usage(a.env.stdout) // asked for: to stdout, as "help" does
+		return nil
+	}
 	fs := a.flags("sundial")
 	rest, err := parse(fs, args, true)
 	if err != nil {
 		return err
 	}
 	if len(rest) == 0 {
-		a.usage()
+		a.usage(a.env.stderr)
 		return usagef("no command given")
 	}
 	name, rest := rest[0], rest[1:]
-	if name == "help" || name == "-h" || name == "--help" {
-		a.usage()
+	if name == "help" {
+		a.usage(a.env.stdout)
 		return nil
 	}
 	for _, c := range commands() {
@@ -134,6 +139,7 @@ func (a *app) flags(name string) *flag.FlagSet {
 	}
 	fs.StringVar(&a.opts.url, "url", a.opts.url, "API base `URL` (env SUNDIAL_URL)")
 	fs.StringVar(&a.opts.apiKey, "api-key", a.opts.apiKey, "API `key` (env SUNDIAL_API_KEY)")
+	fs.Lookup("api-key").DefValue = "" // help never prints the key
 	fs.BoolVar(&a.opts.json, "json", a.opts.json, "print the API's JSON instead of tables")
 	fs.DurationVar(&a.opts.timeout, "timeout", a.opts.timeout, "give up on a request after this `duration`")
 	return fs
@@ -169,12 +175,16 @@ func (a *app) client() *client {
 	return a.api
 }
 
-func (a *app) usage() {
-	w := a.env.stderr
+// usage writes the command list and the common flags to w.
+func (a *app) usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: sundial [--url URL] [--api-key KEY] [--json] COMMAND [ARGS]")
 	fmt.Fprintln(w, "\nCommands:")
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-10s %-50s %s\n", c.name, c.args, c.summary)
 	}
+	fmt.Fprintln(w, "\nFlags (also after the command):")
+	fs := a.flags("sundial")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
 	fmt.Fprintln(w, "\nRun 'sundial COMMAND -h' for a command's flags. Exit codes: 0 ok, 1 API or server error, 2 usage error, 3 not found.")
 }

@@ -165,6 +165,17 @@ func TestSchedulesErrors(t *testing.T) {
 	s.cli(t, "", args("schedules get")).want(t, exitUsage, "one argument")
 	s.cli(t, "", args("schedules list --bogus")).want(t, exitUsage, "flag provided but not defined: -bogus")
 	s.cli(t, "", args("help")).want(t, exitOK, "Commands:", "schedules")
+	for _, h := range []string{"-h", "--help"} { // asked for: the command list, on stdout
+		if r := s.cli(t, "", args(h)).want(t, exitOK); !strings.Contains(r.stdout, "Commands:") || !strings.Contains(r.stdout, "-api-key") || r.stderr != "" {
+			t.Fatalf("sundial %s: stdout %q, stderr %q", h, r.stdout, r.stderr)
+		}
+	}
+	// Help shows the flags, never the API key taken from the environment.
+	for _, a := range []string{"--help", "jobs list -h"} {
+		if r := s.cli(t, "", args(a), "SUNDIAL_API_KEY=sk-secret-123"); strings.Contains(r.stdout+r.stderr, "sk-secret-123") {
+			t.Fatalf("sundial %s prints the API key:\n%s%s", a, r.stdout, r.stderr)
+		}
+	}
 	s.cli(t, "", args("schedules list"), "SUNDIAL_URL=http://127.0.0.1:1").want(t, exitError, "cannot reach the API at http://127.0.0.1:1")
 }
 
@@ -245,7 +256,7 @@ func TestLimitsCommands(t *testing.T) {
 		t.Fatalf("claim under the limit: %v %v", ls, err)
 	}
 	s.cli(t, "", args("limits list mail")).want(t, exitOK, "LIMIT", "smtp", "email.send", "100/1m0s", "1")
-	s.cli(t, "", args("queues mail")).want(t, exitOK, "THROTTLED")
+	s.cli(t, "", args("queues mail")).want(t, exitOK, "THROTTLED", "UNHANDLED")
 	s.cli(t, "", args("queues mail --json")).want(t, exitOK, `"throttled": 1`)
 	s.cli(t, "", args("limits set mail smtp --rate 5")).want(t, exitUsage, "N/PERIOD")
 	s.cli(t, "", args("limits set mail smtp --concurrency 0")).want(t, exitError, "concurrency")

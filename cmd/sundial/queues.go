@@ -39,13 +39,13 @@ func runQueues(ctx context.Context, a *app, args []string) error {
 		return jsonOr(a, raw, err)
 	}
 	w := newTable(a.env.stdout)
-	row(w, "QUEUE", "PAUSED", "HIGH", "NORMAL", "LOW", "THROTTLED", "SCHEDULED", "WAITING", "ACTIVE", "DEAD", "SUCCEEDED", "FAILED", "JOBS/S")
+	row(w, "QUEUE", "PAUSED", "HIGH", "NORMAL", "LOW", "THROTTLED", "UNHANDLED", "SCHEDULED", "WAITING", "ACTIVE", "DEAD", "SUCCEEDED", "FAILED", "JOBS/S")
 	for _, q := range queues {
 		paused := "no"
 		if q.Paused {
 			paused = "yes"
 		}
-		row(w, q.Name, paused, q.Queued.High, q.Queued.Normal, q.Queued.Low, q.Throttled, q.Scheduled, q.Waiting, q.Active, q.Dead,
+		row(w, q.Name, paused, q.Queued.High, q.Queued.Normal, q.Queued.Low, q.Throttled, q.Unhandled, q.Scheduled, q.Waiting, q.Active, q.Dead,
 			q.SucceededTotal, q.FailedTotal, strconv.FormatFloat(q.ProcessedPerSecond, 'f', 1, 64))
 	}
 	return w.Flush()

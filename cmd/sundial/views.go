@@ -76,6 +76,7 @@ type queueView struct {
 		Low    int64 `json:"low"`
 	} `json:"queued"`
 	Throttled          int64   `json:"throttled"`
+	Unhandled          int64   `json:"unhandled"`
 	Scheduled          int64   `json:"scheduled"`
 	Active             int64   `json:"active"`
 	Waiting            int64   `json:"waiting"`
