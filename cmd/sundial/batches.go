@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/sundialhq/sundial/pkg/queue"
 )
@@ -104,7 +105,7 @@ func printBatch(w io.Writer, b *queue.BatchInfo) error {
 		cb   *queue.BatchCallback
 	}{{"On success:", b.OnSuccess}, {"On complete:", b.OnComplete}} {
 		if cb.cb != nil {
-			row(t, cb.name, cb.cb.State+" "+cb.cb.JobID)
+			row(t, cb.name, strings.TrimSpace(cb.cb.State+" "+cb.cb.JobID)) // no job id until fired
 		}
 	}
 	return t.Flush()
