@@ -54,6 +54,8 @@ type Config struct {
 	DeadRetention     time.Duration
 	DeadMax           int
 	UnhandledTimeout  time.Duration
+	// BatchRecountAfter: see SUNDIAL_BATCH_RECOUNT_AFTER.
+	BatchRecountAfter time.Duration
 	MetricsAddr       string
 	PprofAddr         string
 	HeartbeatInterval time.Duration
@@ -173,6 +175,7 @@ var Vars = []Var{
 	{"SUNDIAL_DEAD_RETENTION", "2160h", "poller: how long dead jobs stay in Redis (history keeps them in MongoDB)", false, durVar(time.Minute, 10*365*24*time.Hour, func(c *Config, d time.Duration) { c.DeadRetention = d })},
 	{"SUNDIAL_DEAD_MAX", "10000", "poller: the most dead jobs each queue keeps in Redis, oldest deleted first (0 = no count bound)", false, intVar(0, 100_000, func(c *Config, n int) { c.DeadMax = n })},
 	{"SUNDIAL_UNHANDLED_TIMEOUT", "24h", "poller: how long a queued job whose type no live worker of its queue handles waits before it ends dead with last_error no handler for type \"X\" (counted from when a worker passed it over; retry it from the dead set once a handler runs)", false, durVar(time.Second, 365*24*time.Hour, func(c *Config, d time.Duration) { c.UnhandledTimeout = d })},
+	{"SUNDIAL_BATCH_RECOUNT_AFTER", "1m", "poller: how long a sealed batch's count of ended members may stay still before the poller recounts its members from their jobs (ends the relay never brought); the wait then doubles while it stays still, up to 1 h", false, durVar(time.Second, 24*time.Hour, func(c *Config, d time.Duration) { c.BatchRecountAfter = d })},
 	{"SUNDIAL_METRICS_ADDR", "auto", "worker and poller: host:port of their /metrics, /healthz and /readyz (auto = the first free port of 127.0.0.1:9092… for a worker, 127.0.0.1:9091… for a poller, then any free port; off = none; port 0 = any free port; a worker's shows in GET /v1/workers as metrics_url); the API serves them on SUNDIAL_HTTP_ADDR", false, addrVar(func(c *Config, v string) { c.MetricsAddr = v }, "auto", "off")},
 	{"SUNDIAL_PPROF_ADDR", "off", "API, worker and poller: host:port of Go's profiling endpoints (/debug/pprof/: CPU, heap, goroutines, execution trace) on a listener of their own (off = none; port 0 = any free port). No authentication: bind it to loopback or a private network", false, addrVar(func(c *Config, v string) { c.PprofAddr = v }, "off")},
 	{"SUNDIAL_HEARTBEAT_INTERVAL", "5s", "worker registry heartbeat; a worker missing 3 beats is dropped from the list", false, durVar(100*time.Millisecond, time.Minute, func(c *Config, d time.Duration) { c.HeartbeatInterval = d })},

@@ -53,6 +53,11 @@ type Config struct {
 	// WorkerMaxAge: a worker whose registry entry is older is not live
 	// (for UnhandledTimeout). Default 15 s (three 5 s heartbeats).
 	WorkerMaxAge time.Duration
+	// BatchRecountAfter is how long a sealed batch's count of ended
+	// members may stay still before the poller recounts its members from
+	// their jobs (batchwatch.go), and the first wait between recounts.
+	// Default 1 min.
+	BatchRecountAfter time.Duration
 	// Logger receives the poller's logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -90,6 +95,9 @@ func (c *Config) fill() {
 	if c.WorkerMaxAge <= 0 {
 		c.WorkerMaxAge = 15 * time.Second
 	}
+	if c.BatchRecountAfter <= 0 {
+		c.BatchRecountAfter = time.Minute
+	}
 }
 
 // Poller promotes, reclaims and prunes for every known queue.
@@ -105,6 +113,7 @@ type Poller struct {
 	// unhandledSeen: "queue\x00type" → logged as waiting for a handler.
 	lastUnhandled map[string]time.Time
 	unhandledSeen map[string]bool
+	batches       batchWatch
 }
 
 // New returns a Poller over q.
@@ -112,7 +121,8 @@ func New(q *queue.Client, cfg Config) *Poller {
 	cfg.fill()
 	return &Poller{q: q, cfg: cfg, log: cfg.Logger, metrics: newMetrics(),
 		lastTrim: map[string]time.Time{}, failing: map[string]bool{},
-		lastUnhandled: map[string]time.Time{}, unhandledSeen: map[string]bool{}}
+		lastUnhandled: map[string]time.Time{}, unhandledSeen: map[string]bool{},
+		batches: batchWatch{seen: map[string]*batchSeen{}}}
 }
 
 // Run works until ctx ends, then returns nil. Redis errors are logged and
@@ -232,6 +242,9 @@ func (p *Poller) pass(ctx context.Context, prune bool) (time.Time, error) {
 	// queue label "" (no one queue's).
 	_, err = p.q.FireBatchCallbacks(ctx, p.cfg.Batch)
 	p.step("", "batch_callbacks", err)
+	// Sealed batches whose count stopped moving: recounted from their
+	// members' jobs (batchwatch.go).
+	p.step("", "batch_recount", p.watchBatches(ctx))
 	if !next.IsZero() {
 		// Retry a failing queue soon, but not in a tight loop.
 		for _, f := range p.failing {

@@ -540,22 +540,121 @@ func (c *Client) settleMissing(ctx context.Context, id string, ids, queues []str
 	if len(triples) == 0 {
 		return nil
 	}
-	return c.settleBatch(ctx, id, triples)
+	_, err = c.settleBatch(ctx, id, triples)
+	return err
 }
 
 // settleBatch runs batchsettle.lua over batch id with triples (member id,
-// state, end count). A batch no longer in Redis takes nothing: its ends
-// are dropped.
-func (c *Client) settleBatch(ctx context.Context, id string, triples []string) error {
+// state, end count) and returns how many ends it counted. A batch no
+// longer in Redis takes nothing: its ends are dropped.
+func (c *Client) settleBatch(ctx context.Context, id string, triples []string) (int, error) {
 	args := make([]any, 0, 1+len(triples))
 	args = append(args, len(triples)/3)
 	for _, t := range triples {
 		args = append(args, t)
 	}
-	if err := c.call(ctx, c.rdb, c.scripts.batchSettle, batchKeys(id), args).Err(); err != nil {
-		return fmt.Errorf("batch: %w", err)
+	res, err := c.call(ctx, c.rdb, c.scripts.batchSettle, batchKeys(id), args).StringSlice()
+	if err != nil {
+		return 0, fmt.Errorf("batch: %w", err)
 	}
-	return nil
+	n := 0
+	if len(res) > 1 {
+		n, _ = strconv.Atoi(res[1])
+	}
+	return n, nil
+}
+
+// BatchProgress is how far an open batch is: what the poller watches to
+// find a batch whose count stopped moving (RecountBatch).
+type BatchProgress struct {
+	ID          string
+	Sealed      bool
+	Total, Done int
+}
+
+// OpenBatches returns the progress of up to limit open batches (those
+// with a callback left to fire), in no order.
+func (c *Client) OpenBatches(ctx context.Context, limit int) ([]BatchProgress, error) {
+	ids, err := c.rdb.SRandMemberN(ctx, keyBatchesOpen, int64(limit)).Result()
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	pipe := c.rdb.Pipeline()
+	metas := make([]*redis.SliceCmd, len(ids))
+	for i, id := range ids {
+		metas[i] = pipe.HMGet(ctx, batchKeys(id)[0], "sealed", "total", "done")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("batch: %w", err)
+	}
+	out := make([]BatchProgress, 0, len(ids))
+	for i, id := range ids {
+		m := strs(metas[i].Val())
+		total, _ := strconv.Atoi(m[1])
+		done, _ := strconv.Atoi(m[2])
+		out = append(out, BatchProgress{ID: id, Sealed: m[0] == "1", Total: total, Done: done})
+	}
+	return out, nil
+}
+
+// RecountBatch counts the ends of batch id's members again from their
+// jobs, for ends the relay never brought (RelayBatchEnds): a Redis that
+// came back with less than it acknowledged (a failover that lost the
+// batch's slot's last writes after the ends left their queue's list), or
+// a member ended by a worker of a release without batches. A member whose
+// job is final counts with the job's count of ends, which counts nothing
+// twice (batchsettle.lua); one whose job is gone and that was never
+// counted counts as cancelled, as CancelBatch does. Members still running
+// are left. It reads every member (in pages of BatchChunk) and returns how
+// many ends it counted anew; the poller runs it for a batch whose count
+// stopped moving.
+func (c *Client) RecountBatch(ctx context.Context, id string) (int, error) {
+	total, cursor := 0, ""
+	for {
+		ids, queues, next, err := c.batchPage(ctx, id, cursor, BatchChunk)
+		if err != nil {
+			return total, err
+		}
+		if len(ids) > 0 {
+			ended, err := c.batchEnded(ctx, id, ids)
+			if err != nil {
+				return total, err
+			}
+			pipe := c.rdb.Pipeline()
+			jobs := make([]*redis.SliceCmd, len(ids))
+			for i, mid := range ids {
+				jobs[i] = pipe.HMGet(ctx, c.keysFor(queues[i]).job(mid), "state", "batch_ends")
+			}
+			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+				return total, fmt.Errorf("batch: %w", err)
+			}
+			var triples []string
+			for i, mid := range ids {
+				f := strs(jobs[i].Val())
+				state, ends := job.State(f[0]), f[1]
+				switch {
+				case state == "" && ended[i] == "":
+					triples = append(triples, mid, string(job.Cancelled), "0")
+				case state.Final():
+					if ends == "" {
+						ends = "0" // ended without reporting: any reported end replaces it
+					}
+					triples = append(triples, mid, string(state), ends)
+				}
+			}
+			if len(triples) > 0 {
+				n, err := c.settleBatch(ctx, id, triples)
+				if err != nil {
+					return total, err
+				}
+				total += n
+			}
+		}
+		if next == "" {
+			return total, nil
+		}
+		cursor = next
+	}
 }
 
 // RelayBatchEnds relays up to limit ends of queue's batch members (lib.lua,
@@ -590,7 +689,7 @@ func (c *Client) RelayBatchEnds(ctx context.Context, queue string, limit int) (i
 		// poller's next look takes it off again when nothing is due.
 		err := c.openBatch(ctx, b)
 		if err == nil {
-			err = c.settleBatch(ctx, b, byBatch[b])
+			_, err = c.settleBatch(ctx, b, byBatch[b])
 		}
 		if err != nil {
 			failed[b] = true

@@ -450,3 +450,72 @@ func TestBatchRelayFailsPerBatch(t *testing.T) {
 		t.Fatalf("ok batch %+v", info.Counts)
 	}
 }
+
+// TestBatchRecount: ends the relay never brought (the queue's list of
+// ends lost while the jobs kept their end, as after a failover that lost
+// the batch slot's last writes, or a member ended by a release without
+// batches) leave a batch waiting until RecountBatch counts them from the
+// members' jobs: each once, whether or not the relay brings them later,
+// and a member's later real end still replaces its recounted one.
+func TestBatchRecount(t *testing.T) {
+	e := newEnv(t)
+	rdb := e.srv.Client()
+	members := e.newBatch(t, "b8", 6, []string{"qa", "qb"}, true, true, false)
+	// members[0] dies; members[1] ends without reporting (no batch_ends):
+	// a worker of a release without batches.
+	e.runAll(t, "qa", map[string]queue.OutcomeKind{members[0].ID: queue.OutcomeDead})
+	e.runAll(t, "qb", nil)
+	lost := map[string][]string{}
+	for _, q := range []string{"qa", "qb"} {
+		key := "sundial:{" + q + "}:bends"
+		ends, err := rdb.LRange(e.ctx, key, 0, -1).Result()
+		if err != nil || len(ends) != 3 {
+			t.Fatalf("%s ends %v %v", q, ends, err)
+		}
+		lost[q] = ends
+		rdb.Del(e.ctx, key)
+	}
+	if err := rdb.HDel(e.ctx, queue.JobKey("qb", members[1].ID), "batch_ends").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.pollBatches(t, "qa", "qb"); n != 0 {
+		t.Fatalf("fired %d with every end lost", n)
+	}
+	if info := e.batch(t, "b8"); info.Counts.Pending != 6 {
+		t.Fatalf("counts before the recount %+v", info.Counts)
+	}
+
+	for i, want := range []int{6, 0} { // a second recount finds nothing new
+		n, err := e.q.RecountBatch(e.ctx, "b8")
+		if err != nil || n != want {
+			t.Fatalf("recount %d = %d, %v; want %d", i+1, n, err, want)
+		}
+	}
+	if info := e.batch(t, "b8"); info.Counts != (queue.BatchCounts{Succeeded: 5, Dead: 1}) || info.OnComplete.State != "due" {
+		t.Fatalf("after the recount %+v %+v", info.Counts, info.OnComplete)
+	}
+	// The lost ends turn up after all: nothing counts twice.
+	for q, ends := range lost {
+		rdb.RPush(e.ctx, "sundial:{"+q+"}:bends", ends)
+	}
+	if n := e.pollBatches(t, "qa", "qb"); n != 1 {
+		t.Fatalf("fired %d, want on_complete alone", n)
+	}
+	if info := e.batch(t, "b8"); info.Counts != (queue.BatchCounts{Succeeded: 5, Dead: 1}) {
+		t.Fatalf("after the late relay %+v", info.Counts)
+	}
+	// The dead member retried and succeeding replaces its recounted end.
+	if _, err := e.q.Retry(e.ctx, members[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	e.runAll(t, "qa", nil)
+	if n := e.pollBatches(t, "qa", "qb"); n != 1 {
+		t.Fatalf("fired %d after the retry, want on_success", n)
+	}
+	if info := e.batch(t, "b8"); info.Counts != (queue.BatchCounts{Succeeded: 6}) || info.OnSuccess.State != "fired" {
+		t.Fatalf("after the retry %+v %+v", info.Counts, info.OnSuccess)
+	}
+	if cbs := e.callbacks(t); len(cbs["all-good"]) != 1 || len(cbs["all-done"]) != 1 {
+		t.Fatalf("callbacks %v", cbs)
+	}
+}

@@ -36,7 +36,8 @@ func main() {
 		opts := env.EngineOptions()
 		q := queue.New(env.Redis, opts)
 		pcfg := poller.Config{Retention: c.JobRetention, DeadRetention: c.DeadRetention, DeadMax: c.DeadMax, Logger: env.Log,
-			UnhandledTimeout: c.UnhandledTimeout, WorkerMaxAge: 3 * c.HeartbeatInterval}
+			UnhandledTimeout: c.UnhandledTimeout, WorkerMaxAge: 3 * c.HeartbeatInterval,
+			BatchRecountAfter: c.BatchRecountAfter}
 		if pcfg.DeadMax == 0 {
 			pcfg.DeadMax = -1 // SUNDIAL_DEAD_MAX=0: no count bound
 		}
