@@ -3,7 +3,6 @@ package poller
 import (
 	"context"
 	"time"
-
 )
 
 // batchWatch finds sealed batches whose count of ended members stopped
@@ -82,4 +81,3 @@ func (p *Poller) watchBatches(ctx context.Context) error {
 	}
 	return firstErr
 }
-
