@@ -23,17 +23,19 @@ import (
 )
 
 // previousRelease is the commit whose services TestRollingUpgrade runs
-// beside this checkout's: the last landing on main before this change of
-// the engine's code. Move it to the newest landing whenever the scripts, or
-// what the engine writes to Redis, change, so that every change is checked
-// against the release it replaces.
-const previousRelease = "039b531b2ed846ae4ccc0d412930ae01683176f2"
+// beside this checkout's: release 0.1.0, the release this one replaces.
+// Move it to each new release once it is cut (and, between releases, to
+// the newest landing whenever the scripts or what the engine writes to
+// Redis change), so that every change is checked against what it replaces.
+const previousRelease = "252493e5092a093053e3784fb98ecb233f654d8d" // 0.1.0
 
 // oldFormat is the newest storage format previousRelease writes, and
-// oldReads the formats it reads.
-const oldFormat = 3
+// oldReads the formats it reads (its pkg/queue/format.go: WriteFormat,
+// readFormats). 0.1.0 reads and writes what this release does, so no
+// format switch happens during this rollout.
+const oldFormat = 4
 
-var oldReads = []int{1, 2, 3}
+var oldReads = []int{1, 2, 3, 4}
 
 // oldServices builds the api, worker and poller of commit, taken from this
 // repository's history, and returns the directory holding them. Without
@@ -73,9 +75,10 @@ func oldServices(t *testing.T, commit string) string {
 // beside this checkout's on one Redis and one queue, as a rolling upgrade
 // has them (docs/deploy.md, "Upgrades"): jobs are submitted through both
 // APIs and the library, run by both workers, retried, delayed, chained and
-// cancelled; the old worker is killed (-9) while it holds leases and a new
-// one takes its place, then the old poller stops. Every job must end once,
-// in the state it should, with nothing lost.
+// cancelled, and a batch's members run by the old worker; the old worker
+// is killed (-9) while it holds leases and a new one takes its place, then
+// the old poller stops. Every job must end once, in the state it should,
+// with nothing lost, and the batch count each member once.
 func TestRollingUpgrade(t *testing.T) {
 	t.Parallel()
 	old := oldServices(t, previousRelease)
@@ -83,22 +86,25 @@ func TestRollingUpgrade(t *testing.T) {
 	rdb := srv.Client()
 	q := queue.New(rdb, queue.Options{})
 	ctx := context.Background()
-	env := serviceEnv(srv, "SUNDIAL_HISTORY=off")
+	// A short recount wait: the batch below relies on it (0.1.0 ignores it).
+	env := serviceEnv(srv, "SUNDIAL_HISTORY=off", "SUNDIAL_BATCH_RECOUNT_AFTER=2s")
 	worker := func(bin, id string) *proctest.Proc {
 		return startProc(t, bin, append(env, "SUNDIAL_CONCURRENCY=10", "SUNDIAL_WORKER_ID="+id)...)
 	}
 
-	// The old release runs first, as in a rollout: a new process that found
-	// no reader lacking the newest format would switch the storage format
-	// at once, and the old processes starting after it would be refused.
-	// The old release reads formats 1 to 3, and on this new Redis moves
-	// the marker to 3 at once.
+	// The old release runs first, as in a rollout: where the old release
+	// lacks the newest format, a new process that found no reader lacking it
+	// would switch the storage format at once, and the old processes
+	// starting after it would be refused. The old release reads formats
+	// oldReads, and on this new Redis moves the marker to oldFormat at once
+	// (0.1.0: formats 1 to 4, marker at 4, as this release would).
 	oldAddr, newAddr := proctest.FreeAddr(t), proctest.FreeAddr(t)
 	oldAPI := startProc(t, filepath.Join(old, "api"), append(env, "SUNDIAL_HTTP_ADDR="+oldAddr)...)
 	oldPoller := startProc(t, filepath.Join(old, "poller"), env...)
 	queuetest.Eventually(t, 30*time.Second, "the old API and poller registered", func() bool {
 		st, err := q.Storage(ctx, time.Minute)
-		return err == nil && len(st.HeldBackBy) == 2
+		return err == nil && len(st.Readers) == 2 && st.Format == strconv.Itoa(oldFormat) &&
+			!slices.ContainsFunc(st.Readers, func(r queue.ReaderInfo) bool { return !slices.Equal(r.Reads, oldReads) })
 	})
 	startProc(t, binary(t, "api"), append(env, "SUNDIAL_HTTP_ADDR="+newAddr)...)
 	startProc(t, binary(t, "poller"), env...)
@@ -128,6 +134,35 @@ func TestRollingUpgrade(t *testing.T) {
 	expect := func(state job.State, jobs ...*job.Job) {
 		for _, j := range jobs {
 			want[j.ID] = state
+		}
+	}
+	// A batch through the new API, its members and its on_success callback
+	// in the queue both workers serve, its members first in line: the old
+	// worker, which starts first, takes them. A worker of a release that
+	// knows no batches (0.1.0) ends a member without reporting it to its
+	// batch; the new poller's recount counts it instead, after
+	// SUNDIAL_BATCH_RECOUNT_AFTER (CHANGELOG.md, "Upgrade notes"). Every
+	// member must be counted once, and the callback fire once.
+	const batchID = "upgrade-batch"
+	var members []string
+	{
+		body, _ := json.Marshal(map[string]any{"id": batchID, "jobs": slices.Repeat([]job.Spec{sleep}, 20),
+			"on_success": job.Spec{Type: "sundial.echo"}})
+		res, err := http.Post("http://"+newAddr+"/v1/batches", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			JobIDs []string `json:"job_ids"`
+		}
+		err = json.NewDecoder(res.Body).Decode(&out)
+		res.Body.Close()
+		if res.StatusCode != http.StatusCreated || err != nil || len(out.JobIDs) != 20 {
+			t.Fatalf("batch through %s: %d, %v", newAddr, res.StatusCode, err)
+		}
+		members = out.JobIDs
+		for _, id := range members {
+			want[id] = job.Succeeded
 		}
 	}
 	// In rounds, so that each list holds what both releases wrote, mixed,
@@ -173,6 +208,10 @@ func TestRollingUpgrade(t *testing.T) {
 	// The rollout: a worker of each release; the old one goes while it runs
 	// jobs, a new one takes its place, then the old poller goes.
 	oldWorker := worker(filepath.Join(old, "worker"), "old")
+	queuetest.Eventually(t, 30*time.Second, "the old worker took the first jobs", func() bool {
+		ws, _ := q.Workers(ctx, time.Minute)
+		return slices.ContainsFunc(ws, func(w queue.WorkerInfo) bool { return w.ID == "old" && len(w.ActiveJobs)+int(w.Processed) > 0 })
+	})
 	worker(binary(t, "worker"), "new")
 	queuetest.Eventually(t, 30*time.Second, "the old worker running jobs", func() bool {
 		ws, _ := q.Workers(ctx, time.Minute)
@@ -183,17 +222,18 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		return false
 	})
-	// The old release registers as a reader of formats 1 to 3, which keeps
-	// the gate to the newest format shut: the marker stays at 3, and the new
-	// processes write format 3, the marker's (docs/engine.md, "Storage
-	// format").
-	queuetest.Eventually(t, 10*time.Second, "the old release registered, reading formats 1 to 3, the new writing 3", func() bool {
+	// The old worker registers as a reader of oldReads, and every process
+	// writes oldFormat, the marker's (docs/engine.md, "Storage format"):
+	// where the old release lacks the newest format, it keeps the gate to
+	// it shut and the new processes write the older one; 0.1.0 reads
+	// formats 1 to 4 and writes 4, as this release does.
+	queuetest.Eventually(t, 10*time.Second, "the old worker registered, reading oldReads, every process writing oldFormat", func() bool {
 		st, err := q.Storage(ctx, time.Minute)
 		if err != nil || st.Format != strconv.Itoa(oldFormat) || len(st.Unregistered) != 0 {
 			return false
 		}
 		for _, r := range st.Readers {
-			if slices.Contains(r.Reads, queue.WriteFormat) && r.Writes != oldFormat {
+			if r.Writes != oldFormat {
 				return false
 			}
 		}
@@ -208,6 +248,16 @@ func TestRollingUpgrade(t *testing.T) {
 	})
 	oldPoller.Signal(syscall.SIGTERM, 10*time.Second)
 
+	var batch *queue.BatchInfo
+	queuetest.Eventually(t, 90*time.Second, "the batch's on_success fired", func() bool {
+		b, err := q.Batch(ctx, batchID)
+		if err == nil && b.OnSuccess != nil && b.OnSuccess.State == "fired" {
+			batch = b
+			return true
+		}
+		return false
+	})
+	want[batch.OnSuccess.JobID] = job.Succeeded
 	waitAllFinal(t, q, len(want), 90*time.Second)
 	counts := eventCounts(t, rdb, "default")
 	ranOn := map[string]int{}
@@ -231,15 +281,28 @@ func TestRollingUpgrade(t *testing.T) {
 	if ranOn["old"] == 0 || ranOn["new"]+ranOn["new2"] == 0 {
 		t.Fatalf("the releases did not share the work: %v", ranOn)
 	}
-	t.Logf("%d jobs, finished by worker: %v, leases expired: %d", len(want), ranOn, countEvents(t, counts, "lease_expired"))
+	if b, err := q.Batch(ctx, batchID); err != nil || b.Total != len(members) || b.Counts != (queue.BatchCounts{Succeeded: len(members)}) ||
+		b.OnSuccess == nil || b.OnSuccess.JobID != batch.OnSuccess.JobID {
+		t.Fatalf("batch = %+v, %v; want its %d members counted succeeded once, its callback %s", b, err, len(members), batch.OnSuccess.JobID)
+	}
+	membersOn := map[string]int{}
+	for _, id := range members {
+		got, _ := q.Get(ctx, id)
+		membersOn[got.WorkerID]++
+	}
+	if membersOn["old"] == 0 {
+		t.Fatalf("the old worker ran no batch member: %v", membersOn)
+	}
+	t.Logf("%d jobs, finished by worker: %v (batch members: %v), leases expired: %d", len(want), ranOn, membersOn, countEvents(t, counts, "lease_expired"))
 	if st, err := q.Storage(ctx, time.Minute); err != nil || st.Format != strconv.Itoa(oldFormat) {
 		t.Fatalf("storage = %+v, %v; the marker moved while the old release ran", st, err)
 	}
 
 	// The rollout ends: the old API stops; the old worker's registration
-	// (killed, so never removed) lapses. The new processes then move the
-	// marker to the newest format and write it one registration lifetime
-	// later; the old release is refused from then on.
+	// (killed, so never removed) lapses. Where the old release lacks the
+	// newest format, the new processes then move the marker to it and write
+	// it one registration lifetime later, and the old release is refused
+	// from then on; where it reads it (0.1.0), the marker is there already.
 	oldAPI.Signal(syscall.SIGTERM, 10*time.Second)
 	newest := strconv.Itoa(queue.WriteFormat)
 	queuetest.Eventually(t, 90*time.Second, "the marker to move to the newest format", func() bool {
@@ -258,6 +321,21 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		return true
 	})
+	// A worker of an old release that reads the newest format (0.1.0)
+	// started again now, as one rolled back would be, is not refused: it
+	// registers and runs the jobs below beside the new workers.
+	var again *proctest.Proc
+	if oldFormat == queue.WriteFormat {
+		again = worker(filepath.Join(old, "worker"), "old-again")
+		queuetest.Eventually(t, 30*time.Second, "the old worker started again registered", func() bool {
+			ws, _ := q.Workers(ctx, time.Minute)
+			i := slices.IndexFunc(ws, func(w queue.WorkerInfo) bool { return w.ID == "old-again" })
+			st, err := q.Storage(ctx, time.Minute)
+			return i >= 0 && err == nil && slices.ContainsFunc(st.Readers, func(r queue.ReaderInfo) bool {
+				return r.Role == "worker" && r.PID == ws[i].PID && slices.Equal(r.Reads, oldReads) && r.Writes == queue.WriteFormat
+			})
+		})
+	}
 	// Through the library (a client that never registered writes every
 	// field) and through the new API, whose jobs are compact now (format
 	// 4): a job at every default keeps neither its id nor its defaults on
@@ -284,6 +362,7 @@ func TestRollingUpgrade(t *testing.T) {
 		want[j.ID] = job.Succeeded
 	}
 	waitAllFinal(t, q, len(want), 60*time.Second)
+	lateOnOld := 0
 	for _, j := range late {
 		got, err := q.Get(ctx, j.ID)
 		if err != nil || got.State != job.Succeeded || got.Attempt != 1 || got.StartedAt == nil || got.WorkerID == "" ||
@@ -291,8 +370,18 @@ func TestRollingUpgrade(t *testing.T) {
 			got.TimeoutSeconds != j.TimeoutSeconds || got.Backoff != j.Backoff || !got.RunAt.Equal(j.RunAt.Truncate(time.Millisecond)) {
 			t.Fatalf("job %s after the switch: %+v, %v; submitted %+v", j.ID, got, err, j)
 		}
+		if got.WorkerID == "old-again" {
+			lateOnOld++
+		}
 	}
-	again := startProc(t, filepath.Join(old, "worker"), append(env, "SUNDIAL_WORKER_ID=old-again")...)
+	if again != nil {
+		t.Logf("the old worker started again finished %d of the %d jobs after the rollout", lateOnOld, len(late))
+		if !again.Signal(syscall.SIGTERM, 10*time.Second) || again.ExitCode() != 0 {
+			t.Fatalf("the old worker started again exited %d (output:\n%s)", again.ExitCode(), again.Output())
+		}
+		return
+	}
+	again = startProc(t, filepath.Join(old, "worker"), append(env, "SUNDIAL_WORKER_ID=old-again")...)
 	select {
 	case <-again.Done():
 	case <-time.After(60 * time.Second):
