@@ -6,7 +6,9 @@ import (
 )
 
 // batchWatch finds sealed batches whose count of ended members stopped
-// moving and has them recounted from their members' jobs
+// moving, and settled batches whose slot lost that they settled
+// (queue.Client.CheckSettledBatches), and has them recounted from their
+// members' jobs
 // (queue.Client.RecountBatch): the repair for ends the relay never
 // brought. A batch is recounted once its count has not moved for
 // BatchRecountAfter, then again after twice as long each time it still
@@ -69,6 +71,15 @@ func (p *Poller) watchBatches(ctx context.Context) error {
 				"counted", n, "ended_before", b.Done, "total", b.Total)
 			s.done += n
 		}
+	}
+	// Batches that settled, but whose slot came back with less: back to
+	// the open set, where the looks above recount them.
+	back, err := p.q.CheckSettledBatches(ctx, min(p.cfg.Batch, 100))
+	if err != nil && firstErr == nil {
+		firstErr = err
+	}
+	for _, id := range back {
+		p.log.Warn("a batch that had settled has something left to fire after all (its Redis came back with less); watching it again", "batch", id)
 	}
 	// Forget batches no longer open (OpenBatches samples when there are
 	// more than cfg.Batch: forget only what was not looked at twice).

@@ -14,7 +14,8 @@ import (
 // A sealed batch whose members' ends never reach it (the queue's list of
 // ends lost) is recounted by a running poller once its count stood still
 // for BatchRecountAfter, not before: its callback then fires, and the
-// recount is counted in the poller's metric.
+// recount is counted in the poller's metric. Then the same batch, settled,
+// loses its settling to a rollback of its slot, and is repaired again.
 func TestPollerRecountsAStalledBatch(t *testing.T) {
 	t.Parallel()
 	srv := queuetest.Start(t)
@@ -65,5 +66,27 @@ func TestPollerRecountsAStalledBatch(t *testing.T) {
 	}
 	if n := sum(t, p.Collectors()[3]); n != 4 {
 		t.Errorf("recounted ends counted %v, want 4", n)
+	}
+
+	// Once settled, its slot comes back with less (as before its members
+	// ended, no expiry), while the open set kept the removal: the poller
+	// finds it among the settled batches and repairs it again, and the
+	// callback's second submit is a duplicate.
+	queuetest.Eventually(t, 10*time.Second, "the batch settled", func() bool {
+		open, err := rdb.SIsMember(ctx, "sundial:batches:open", "stalled").Result()
+		return err == nil && !open
+	})
+	meta := "sundial:{batch.stalled}:meta"
+	rdb.HSet(ctx, meta, "done", 0, "n_succeeded", 0, "complete", "pending")
+	rdb.HDel(ctx, meta, "complete_job")
+	rdb.Del(ctx, "sundial:{batch.stalled}:done")
+	rdb.Persist(ctx, meta)
+	queuetest.Eventually(t, 30*time.Second, "the rolled-back batch repaired", func() bool {
+		info, err := q.Batch(ctx, "stalled")
+		return err == nil && info.OnComplete.State == "fired" && info.Counts == queue.BatchCounts{Succeeded: 4} &&
+			rdb.PTTL(ctx, meta).Val() > 0
+	})
+	if ls, err := q.Claim(ctx, "cb", 10, "w"); err != nil || len(ls) != 1 {
+		t.Fatalf("the callbacks' queue holds %d jobs (%v), want the one callback", len(ls), err)
 	}
 }

@@ -770,10 +770,13 @@ func (c *Client) FireBatchCallbacks(ctx context.Context, limit int) (int, error)
 			}
 		}
 		if batchSettled(m) {
+			now := c.opts.Now()
 			pipe := c.rdb.Pipeline()
 			for _, k := range batchKeys(id) {
 				pipe.PExpire(ctx, k, BatchRetention)
 			}
+			pipe.ZAdd(ctx, keyBatchesSettled, redis.Z{Score: float64(now.UnixMilli()), Member: id})
+			pipe.ZRemRangeByScore(ctx, keyBatchesSettled, "-inf", strconv.FormatInt(now.Add(-BatchRetention).UnixMilli(), 10))
 			pipe.SRem(ctx, keyBatchesOpen, id)
 			if _, err := pipe.Exec(ctx); err != nil && firstErr == nil {
 				firstErr = fmt.Errorf("batch callbacks: %w", err)
@@ -781,6 +784,46 @@ func (c *Client) FireBatchCallbacks(ctx context.Context, limit int) (int, error)
 		}
 	}
 	return fired, firstErr
+}
+
+// CheckSettledBatches looks at up to limit batches (at random) of those
+// that left the open set in the last BatchRetention, and puts back in it
+// each whose meta says something is left to fire after all: its slot came
+// back with less than it had when it settled (a Cluster master restarted
+// from an older AOF, while the open set's master kept the removal). Back
+// in the open set, the poller recounts it (RecountBatch) and fires what
+// is due again, which the callbacks' idempotency keys answer as
+// duplicates. It returns the ids it put back.
+func (c *Client) CheckSettledBatches(ctx context.Context, limit int) ([]string, error) {
+	ids, err := c.rdb.ZRandMember(ctx, keyBatchesSettled, limit).Result()
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	pipe := c.rdb.Pipeline()
+	metas := make([]*redis.SliceCmd, len(ids))
+	for i, id := range ids {
+		metas[i] = pipe.HMGet(ctx, batchKeys(id)[0], "created_at", "sealed", "total", "done", "success", "complete")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("batch: %w", err)
+	}
+	var back []string
+	for i, id := range ids {
+		m := strs(metas[i].Val())
+		switch {
+		case m[0] == "": // expired
+			err = c.rdb.ZRem(ctx, keyBatchesSettled, id).Err()
+		case !batchSettled(m):
+			if err = c.openBatch(ctx, id); err == nil {
+				err = c.rdb.ZRem(ctx, keyBatchesSettled, id).Err()
+				back = append(back, id)
+			}
+		}
+		if err != nil {
+			return back, fmt.Errorf("batch: %w", err)
+		}
+	}
+	return back, nil
 }
 
 // batchSettled tells from a batch's meta (as FireBatchCallbacks reads it)

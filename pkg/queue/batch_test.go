@@ -519,3 +519,57 @@ func TestBatchRecount(t *testing.T) {
 		t.Fatalf("callbacks %v", cbs)
 	}
 }
+
+// TestBatchSettledThenRolledBack: a batch whose slot comes back with less
+// than it had when it settled (its counts, its callbacks' marks, its
+// expiry gone; the open set, on another master, kept the removal) is
+// found by CheckSettledBatches, put back in the open set, recounted, and
+// its callbacks' second submits are duplicates: each ran once.
+func TestBatchSettledThenRolledBack(t *testing.T) {
+	e := newEnv(t)
+	rdb := e.srv.Client()
+	e.newBatch(t, "b9", 4, []string{"qa"}, true, true, false)
+	e.runAll(t, "qa", nil)
+	if n := e.pollBatches(t, "qa"); n != 2 {
+		t.Fatalf("fired %d", n)
+	}
+	for i, want := range []int{0, 0} { // settled, then checked: nothing to put back
+		if back, err := e.q.CheckSettledBatches(e.ctx, 10); err != nil || len(back) != want {
+			t.Fatalf("check %d: %v %v", i, back, err)
+		}
+	}
+	cbs := e.callbacks(t)
+	if len(cbs["all-good"]) != 1 || len(cbs["all-done"]) != 1 {
+		t.Fatalf("callbacks %v", cbs)
+	}
+	// The batch's slot as it was before its members ended.
+	meta := "sundial:{batch.b9}:meta"
+	rdb.HSet(e.ctx, meta, "done", 0, "n_succeeded", 0, "success", "pending", "complete", "pending")
+	rdb.HDel(e.ctx, meta, "success_job", "complete_job")
+	rdb.Del(e.ctx, "sundial:{batch.b9}:done")
+	for _, k := range []string{meta, "sundial:{batch.b9}:members", "sundial:{batch.b9}:queues"} {
+		rdb.Persist(e.ctx, k)
+	}
+	if back, err := e.q.CheckSettledBatches(e.ctx, 10); err != nil || len(back) != 1 || back[0] != "b9" {
+		t.Fatalf("check after the rollback: %v %v", back, err)
+	}
+	if n, err := e.q.RecountBatch(e.ctx, "b9"); err != nil || n != 4 {
+		t.Fatalf("recount %d %v", n, err)
+	}
+	if n := e.pollBatches(t, "qa"); n != 2 {
+		t.Fatalf("fired %d after the recount", n)
+	}
+	info := e.batch(t, "b9")
+	if info.Counts != (queue.BatchCounts{Succeeded: 4}) || info.OnSuccess.State != "fired" || info.OnComplete.State != "fired" {
+		t.Fatalf("after the repair %+v %+v %+v", info.Counts, info.OnSuccess, info.OnComplete)
+	}
+	if open, _ := rdb.SIsMember(e.ctx, "sundial:batches:open", "b9").Result(); open {
+		t.Fatal("the repaired batch stays open")
+	}
+	if ttl := rdb.PTTL(e.ctx, meta).Val(); ttl <= 0 {
+		t.Fatalf("the repaired batch's keys do not expire: %v", ttl)
+	}
+	if cbs := e.callbacks(t); len(cbs) != 0 {
+		t.Fatalf("callbacks submitted again: %v", cbs)
+	}
+}

@@ -104,6 +104,11 @@ func JobKey(queue, id string) string { return keysFor(queue).job(id) }
 // (batch.go): the poller looks there for callbacks due.
 const keyBatchesOpen = prefix + "batches:open"
 
+// keyBatchesSettled is a sorted set of the batches that left the open set
+// (id → when, unix ms), kept BatchRetention: where CheckSettledBatches
+// finds a batch whose slot came back with less than it had settled.
+const keyBatchesSettled = prefix + "batches:settled"
+
 // batchKeys are the keys of one batch, in lua/batchadd.lua's KEYS order.
 // Their hash tag "{batch.<id>}" is no queue's (queue names have no '.'):
 // a batch lives in its own slot, wherever its members' queues live.
