@@ -16,7 +16,7 @@ import (
 )
 
 // Version is the release's semantic version.
-var Version = "0.1.0"
+var Version = "0.2.0"
 
 // String is how a binary introduces itself: "sundial-<name> <version>
 // (<go version>)".

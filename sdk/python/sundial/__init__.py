@@ -32,7 +32,7 @@ from .errors import (
 )
 from .worker import Handler, JobContext, Worker
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "ApiError",
