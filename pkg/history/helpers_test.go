@@ -131,6 +131,18 @@ func (e *env) complete(q string, leases []queue.Lease, kind queue.OutcomeKind, d
 	}
 }
 
+// mixedStream submits n jobs of type t.a to q (one batch entry, no
+// backoff), makes a third succeed, a third fail once (retried at once) and
+// a sixth start, and returns q's event stream, parsed.
+func (e *env) mixedStream(q string, n int) []*streamEvent {
+	e.t.Helper()
+	e.submit(q, "t.a", n, func(s *job.Spec) { s.Backoff = &job.Backoff{} })
+	e.complete(q, e.claim(q, n/3), queue.OutcomeSucceeded, "")
+	e.complete(q, e.claim(q, n/3), queue.OutcomeFailed, "again")
+	e.claim(q, n/6)
+	return e.entries(q)
+}
+
 // entries returns every entry of q's event stream, parsed.
 func (e *env) entries(q string) []*streamEvent {
 	e.t.Helper()

@@ -7,7 +7,6 @@ import (
 
 	"github.com/sundialhq/sundial/internal/mongotest"
 	"github.com/sundialhq/sundial/pkg/job"
-	"github.com/sundialhq/sundial/pkg/queue"
 )
 
 // TestImportWritesWhatTheWriterWrites: the events of a queue's stream and
@@ -18,12 +17,7 @@ import (
 func TestImportWritesWhatTheWriterWrites(t *testing.T) {
 	e := newEnv(t)
 	const q = "import"
-	zero := func(s *job.Spec) { s.Backoff = &job.Backoff{} }
-	e.submit(q, "t.a", 12, zero)
-	e.complete(q, e.claim(q, 4), queue.OutcomeSucceeded, "")
-	e.complete(q, e.claim(q, 4), queue.OutcomeFailed, "again")
-	e.claim(q, 3)
-	stream := e.entries(q)
+	stream := e.mixedStream(q, 12)
 
 	_, stop := e.startWriter(e.store, testWriterConfig())
 	waitFor(t, 30*time.Second, "stream recorded", func() bool {

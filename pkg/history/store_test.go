@@ -100,12 +100,7 @@ func TestOlderEventNeverOverwritesNewer(t *testing.T) {
 func TestReplayChangesNothing(t *testing.T) {
 	e := newEnv(t)
 	const q = "replay"
-	zero := func(s *job.Spec) { s.Backoff = &job.Backoff{} }
-	e.submit(q, "t.a", 30, zero)
-	e.complete(q, e.claim(q, 10), queue.OutcomeSucceeded, "")
-	e.complete(q, e.claim(q, 10), queue.OutcomeFailed, "again")
-	e.claim(q, 5)
-	stream := e.entries(q)
+	stream := e.mixedStream(q, 30)
 	entries := e.rdb.XLen(e.ctx, queue.EventStreamKey(q)).Val()
 	// Another consumer group that reads nothing: the writer must not trim
 	// what it has not acknowledged, so the whole stream stays for the replay.
