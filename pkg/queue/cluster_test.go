@@ -52,7 +52,7 @@ func TestClusterScriptsKeepToOneSlot(t *testing.T) {
 		iter := m.Scan(ctx, 0, "*", 1000).Iterator()
 		for iter.Next(ctx) {
 			k := iter.Val()
-			ok := k == "sundial:queues" || k == "sundial:workers" || strings.HasPrefix(k, "sundial:worker:") || k == "sundial:batches:open" ||
+			ok := k == "sundial:queues" || k == "sundial:workers" || strings.HasPrefix(k, "sundial:worker:") || k == "sundial:batches:open" || k == "sundial:batches:settled" ||
 				strings.HasPrefix(k, "sundial:{.storage}:")
 			for _, name := range queues {
 				ok = ok || strings.Contains(k, "{"+name+"}")
