@@ -123,7 +123,10 @@ type DrainOptions struct {
 // with r's handlers and middleware, until none of r's types is left to
 // run (see DrainOptions), and returns each attempt. Outcomes are written
 // as a running worker writes them, so the jobs' states afterwards are a
-// deployment's. r must not Run at the same time.
+// deployment's. It does the poller's part for the queue too: its jobs
+// waiting on ended jobs of other queues are released, and a batch's
+// callbacks fire once its members ended (a callback into another queue
+// runs when that queue is drained). r must not Run at the same time.
 func Drain(ctx context.Context, t testing.TB, r *sundial.Runner, queueName string, o ...DrainOptions) []Attempt {
 	t.Helper()
 	var opts DrainOptions

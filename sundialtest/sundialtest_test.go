@@ -3,6 +3,7 @@ package sundialtest_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +132,46 @@ func TestDrainAndRequireSubmitted(t *testing.T) {
 	}
 	if invs := sundialtest.Submitted[Invoice](ctx, t, c); len(invs) != 2 || invs[1].Customer != "bob" {
 		t.Fatalf("invoices submitted: %+v", invs)
+	}
+}
+
+// Drain does the poller's part too: a batch's callback fires once its
+// members ended (and runs when its queue is drained), and a workflow step
+// waiting on a step of another queue is released once that step ended.
+func TestDrainRunsCallbacksAndCrossQueueSteps(t *testing.T) {
+	ctx := context.Background()
+	rdb := queuetest.Start(t).Client()
+	c := sundial.NewClient(rdb)
+	r := sundial.NewRunner(rdb, sundial.RunnerConfig{Queues: []string{"etl", "reports"}})
+	r.HandleFunc("part", func(context.Context, *sundial.Record) (any, error) { return "ok", nil })
+	r.HandleFunc("all.done", func(context.Context, *sundial.Record) (any, error) { return "notified", nil })
+	r.HandleFunc("extract", func(context.Context, *sundial.Record) (any, error) { return "rows", nil })
+	r.HandleFunc("report", func(context.Context, *sundial.Record) (any, error) { return "sent", nil })
+
+	if _, err := c.SubmitBatch(ctx, sundial.Batch{ID: "parts", Jobs: []sundial.Args{
+		sundial.Job{Type: "part", Queue: "etl"}, sundial.Job{Type: "part", Queue: "etl"},
+	}, OnComplete: sundial.Job{Type: "all.done", Queue: "reports"}}); err != nil {
+		t.Fatal(err)
+	}
+	wf := sundial.NewWorkflow()
+	extract := wf.Step("extract", sundial.Job{Type: "extract", Queue: "etl"})
+	wf.Step("report", sundial.Job{Type: "report", Queue: "reports"}, sundial.After(extract))
+	if _, err := wf.Submit(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+
+	types := func(as []sundialtest.Attempt) string {
+		var out []string
+		for _, a := range as {
+			out = append(out, a.Job.Type+":"+string(a.State))
+		}
+		slices.Sort(out)
+		return strings.Join(out, " ")
+	}
+	if got := types(sundialtest.Drain(ctx, t, r, "etl")); got != "extract:succeeded part:succeeded part:succeeded" {
+		t.Fatalf("etl: %s", got)
+	}
+	if got := types(sundialtest.Drain(ctx, t, r, "reports")); got != "all.done:succeeded report:succeeded" {
+		t.Fatalf("reports: %s", got)
 	}
 }

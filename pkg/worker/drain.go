@@ -44,7 +44,10 @@ var ErrDrainLimit = errors.New("sundial: drain ran its attempt limit and jobs ar
 // calling goroutine, with the worker's handlers and middleware, and returns
 // each attempt's outcome, until no job of the worker's types is due. Its
 // clock starts at the current time; with Advance it jumps to each next
-// scheduled job. Outcomes are written as a running worker writes them
+// scheduled job. It also does the poller's part for the queue: jobs waiting
+// on ended jobs of other queues are released, and batch callbacks fire
+// once their members ended (a callback into another queue runs when that
+// queue is drained). Outcomes are written as a running worker writes them
 // (retries, dead letters, dependents released), so a test reads the same
 // states a deployment would. For tests (package sundialtest): the worker
 // must not Run at the same time.
@@ -66,6 +69,16 @@ func (w *Worker) Drain(ctx context.Context, queueName string, o DrainOptions) ([
 			return out, err
 		}
 		if len(ls) == 0 {
+			// What the poller would do next: jobs of this queue released by
+			// ended jobs of other queues, batch members' ends relayed and
+			// batch callbacks fired (into any queue: this one's run here).
+			moved, err := pollerDuties(ctx, q, queueName)
+			if err != nil {
+				return out, err
+			}
+			if moved > 0 {
+				continue
+			}
 			next, ok, err := q.NextDue(ctx, queueName)
 			if err != nil || !o.Advance || !ok {
 				return out, err
@@ -89,4 +102,24 @@ func (w *Worker) Drain(ctx context.Context, queueName string, o DrainOptions) ([
 		out = append(out, Drained{Job: l.Job, Outcome: oc.Kind, Status: st[0], Result: oc.Result, Error: oc.Error, Delay: oc.Delay})
 	}
 	return out, ErrDrainLimit
+}
+
+// pollerDuties does for queueName, once, what a poller's pass does beside
+// promoting: it settles its jobs' dependencies on other queues, relays its
+// batch members' ends to their batches and fires the batch callbacks due.
+// It returns how many things it moved.
+func pollerDuties(ctx context.Context, q *queue.Client, queueName string) (int, error) {
+	settled, err := q.SettleRemoteDeps(ctx, queueName, 1000)
+	if err != nil {
+		return 0, err
+	}
+	relayed, err := q.RelayBatchEnds(ctx, queueName, 1000)
+	if err != nil {
+		return 0, err
+	}
+	fired, err := q.FireBatchCallbacks(ctx, 1000)
+	if err != nil {
+		return 0, err
+	}
+	return settled + relayed + fired, nil
 }
