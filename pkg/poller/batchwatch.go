@@ -16,7 +16,6 @@ import (
 // costs a read of its members now and then, not every pass.
 type batchWatch struct {
 	seen map[string]*batchSeen // open batch → its last count
-	last time.Time             // the last look
 }
 
 type batchSeen struct {
@@ -28,14 +27,42 @@ type batchSeen struct {
 // maxRecountWait bounds the wait between two recounts of one batch.
 const maxRecountWait = time.Hour
 
-// watchBatches looks at up to cfg.Batch open batches, at most once every
-// BatchRecountAfter/4 (and at least every 5 s), and recounts the stalled.
-func (p *Poller) watchBatches(ctx context.Context) error {
-	every := min(p.cfg.BatchRecountAfter/4, 5*time.Second)
-	if time.Since(p.batches.last) < every {
-		return nil
+// watchBatchesLoop runs watchBatches every BatchRecountAfter/4 (at least
+// every 5 s) until ctx ends, in a goroutine of its own: only it touches
+// p.batches. A failure is counted (step batch_recount, queue "") and
+// logged once per streak.
+func (p *Poller) watchBatchesLoop(ctx context.Context) {
+	tick := time.NewTicker(min(p.cfg.BatchRecountAfter/4, 5*time.Second))
+	defer tick.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		err := p.watchBatches(ctx)
+		switch {
+		case err == nil:
+			if failing {
+				p.log.Info("batch recount recovered")
+			}
+			failing = false
+		case ctx.Err() != nil:
+			return
+		default:
+			p.metrics.errors.WithLabelValues("", "batch_recount").Inc()
+			if !failing {
+				p.log.Error("batch recount failed; retrying", "err", err)
+			}
+			failing = true
+		}
 	}
-	p.batches.last = time.Now()
+}
+
+// watchBatches looks at up to cfg.Batch open batches and recounts the
+// stalled, then checks a sample of the settled ones.
+func (p *Poller) watchBatches(ctx context.Context) error {
 	open, err := p.q.OpenBatches(ctx, p.cfg.Batch)
 	if err != nil {
 		return err

@@ -138,6 +138,11 @@ func (p *Poller) Run(ctx context.Context) (err error) {
 		}
 	}()
 	wake := p.q.SubscribeWake(ctx)
+	// Stalled batches are recounted beside the passes, so that reading a
+	// big batch's members never delays a promotion (batchwatch.go).
+	watching := make(chan struct{})
+	go func() { defer close(watching); p.watchBatchesLoop(ctx) }()
+	defer func() { <-watching }()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	lastPrune := time.Time{}
@@ -242,9 +247,6 @@ func (p *Poller) pass(ctx context.Context, prune bool) (time.Time, error) {
 	// queue label "" (no one queue's).
 	_, err = p.q.FireBatchCallbacks(ctx, p.cfg.Batch)
 	p.step("", "batch_callbacks", err)
-	// Sealed batches whose count stopped moving: recounted from their
-	// members' jobs (batchwatch.go).
-	p.step("", "batch_recount", p.watchBatches(ctx))
 	if !next.IsZero() {
 		// Retry a failing queue soon, but not in a tight loop.
 		for _, f := range p.failing {
