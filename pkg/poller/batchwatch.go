@@ -8,9 +8,8 @@ import (
 // batchWatch finds sealed batches whose count of ended members stopped
 // moving, and settled batches whose slot lost that they settled
 // (queue.Client.CheckSettledBatches), and has them recounted from their
-// members' jobs
-// (queue.Client.RecountBatch): the repair for ends the relay never
-// brought. A batch is recounted once its count has not moved for
+// members' jobs (queue.Client.RecountBatch): the repair for ends the relay
+// never brought. A batch is recounted once its count has not moved for
 // BatchRecountAfter, then again after twice as long each time it still
 // does not move (up to an hour): a batch whose members simply run long
 // costs a read of its members now and then, not every pass.
@@ -32,7 +31,7 @@ const maxRecountWait = time.Hour
 // p.batches. A failure is counted (step batch_recount, queue "") and
 // logged once per streak.
 func (p *Poller) watchBatchesLoop(ctx context.Context) {
-	tick := time.NewTicker(min(p.cfg.BatchRecountAfter/4, 5*time.Second))
+	tick := time.NewTicker(max(min(p.cfg.BatchRecountAfter/4, 5*time.Second), 10*time.Millisecond))
 	defer tick.Stop()
 	failing := false
 	for {
