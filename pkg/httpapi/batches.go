@@ -251,10 +251,7 @@ func (s *Server) listBatchJobs(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	if jobs == nil {
-		jobs = []*job.Job{}
-	}
-	c.JSON(http.StatusOK, searchResult{Jobs: jobs, NextCursor: next})
+	writeJobPage(c, jobs, next)
 }
 
 // listBatchResults handles GET /v1/batches/{id}/results.

@@ -48,10 +48,7 @@ func (s *Server) listLiveJobs(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	if jobs == nil {
-		jobs = []*job.Job{}
-	}
-	c.JSON(http.StatusOK, searchResult{Jobs: jobs, NextCursor: next})
+	writeJobPage(c, jobs, next)
 }
 
 // bulkRequest is the body of POST /v1/queues/{q}/jobs/bulk.

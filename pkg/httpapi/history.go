@@ -16,6 +16,15 @@ type searchResult struct {
 	NextCursor string     `json:"next_cursor"`
 }
 
+// writeJobPage answers 200 with a page of jobs (an empty list, never
+// null) and the cursor of the next page ("" at the end).
+func writeJobPage(c *gin.Context, jobs []*job.Job, next string) {
+	if jobs == nil {
+		jobs = []*job.Job{}
+	}
+	c.JSON(http.StatusOK, searchResult{Jobs: jobs, NextCursor: next})
+}
+
 // eventView is one entry of a job's history as GET /v1/jobs/{id}/events
 // shows it: "type" is the event type (submitted, started, …).
 type eventView struct {
@@ -59,10 +68,7 @@ func (s *Server) searchJobs(c *gin.Context) {
 		fail(c, historyErr(err))
 		return
 	}
-	if jobs == nil {
-		jobs = []*job.Job{}
-	}
-	c.JSON(http.StatusOK, searchResult{Jobs: jobs, NextCursor: next})
+	writeJobPage(c, jobs, next)
 }
 
 func searchQuery(c *gin.Context) (history.Query, error) {

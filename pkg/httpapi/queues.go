@@ -173,10 +173,7 @@ func (s *Server) listDead(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	if jobs == nil {
-		jobs = []*job.Job{}
-	}
-	c.JSON(http.StatusOK, searchResult{Jobs: jobs, NextCursor: next})
+	writeJobPage(c, jobs, next)
 }
 
 // retryDead handles POST /v1/queues/{q}/dead/retry.
