@@ -2,13 +2,17 @@
 // between a process and a server: a partition that stalls every
 // connection without closing it (the peer sees no error, only silence,
 // as behind a dead switch or a dropped route), and a cut that closes
-// them. Tests point a binary or a client at Proxy.Addr instead of the
+// them, and a lost reply: a command forwarded, the server's answer to it
+// dropped and the connection reset, so the client cannot know whether the
+// command ran. Tests point a binary or a client at Proxy.Addr instead of the
 // server.
 package netfault
 
 import (
+	"bytes"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -23,6 +27,18 @@ type Proxy struct {
 	conns   map[net.Conn]struct{}
 	closed  bool
 	wg      sync.WaitGroup
+
+	// drops are the armed lost replies (DropReply), each a pattern and
+	// how many more commands holding it lose their reply.
+	drops []*drop
+	// Dropped counts the replies dropped so far.
+	Dropped atomic.Int64
+}
+
+// drop is one armed lost reply.
+type drop struct {
+	pattern []byte
+	left    int
 }
 
 // Start starts a proxy on a free loopback port to target (host:port); the
@@ -73,6 +89,30 @@ func (p *Proxy) Heal() {
 		p.stalled = false
 		close(p.healed)
 	}
+}
+
+// DropReply arms n lost replies: each of the next n writes from a client
+// that holds pattern (a command's bytes, e.g. a script's name) is
+// forwarded to the server, and the server's answer to it is dropped and
+// both connections closed. The command ran; the client sees only EOF.
+func (p *Proxy) DropReply(pattern string, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.drops = append(p.drops, &drop{pattern: []byte(pattern), left: n})
+}
+
+// takeDrop tells whether the client's bytes b must lose their reply, and
+// counts the armed drop down.
+func (p *Proxy) takeDrop(b []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, d := range p.drops {
+		if d.left > 0 && bytes.Contains(b, d.pattern) {
+			d.left--
+			return true
+		}
+	}
+	return false
 }
 
 // Cut closes every open connection (new ones are accepted as usual).
@@ -157,20 +197,31 @@ func (p *Proxy) serve(client net.Conn) {
 	}
 	defer p.untrack(server)
 	done := make(chan struct{}, 2)
-	go func() { p.pipe(server, client); done <- struct{}{} }()
-	go func() { p.pipe(client, server); done <- struct{}{} }()
+	var lose atomic.Bool // the server's next reply is dropped
+	go func() { p.pipe(server, client, &lose, true); done <- struct{}{} }()
+	go func() { p.pipe(client, server, &lose, false); done <- struct{}{} }()
 	<-done
 }
 
 // pipe copies src to dst, holding each read's bytes while a stall lasts;
-// it closes both ends when either fails.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// it closes both ends when either fails. Going to the server (toServer),
+// a write that an armed DropReply matches sets lose before it is sent;
+// coming back, bytes read while lose is set are dropped and both ends
+// closed.
+func (p *Proxy) pipe(dst, src net.Conn, lose *atomic.Bool, toServer bool) {
 	defer func() { _ = dst.Close(); _ = src.Close() }()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			<-p.gate()
+			if toServer && p.takeDrop(buf[:n]) {
+				lose.Store(true)
+			}
+			if !toServer && lose.Load() {
+				p.Dropped.Add(1)
+				return
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}

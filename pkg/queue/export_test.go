@@ -51,3 +51,9 @@ func ParseActive(rec string) (ActiveRecord, bool) { return parseActive(rec) }
 
 // PaddingScore is the lease-set score of storage format 3's padding entry.
 const PaddingScore = padScore
+
+// NormalListKey is queue's normal-priority list.
+func NormalListKey(queue string) string { return keysFor(queue).key(kNormal) }
+
+// ActiveKey is queue's active hash.
+func ActiveKey(queue string) string { return keysFor(queue).active() }

@@ -7,7 +7,11 @@
 --         types in priority order. Jobs parked for a handler of the
 --         caller's types (any, for '') go first: they were ahead in their
 --         lists.
--- ARGV[11] the tokens' tags: 12 random hex digits per job, fresh per call (next_token).
+-- ARGV[11] the tokens' tags: 12 random hex digits per job, fresh per call
+--         (next_token). The first tag also names the call: a call that
+--         leased jobs is recorded (record_claim in lib.lua), and the same
+--         call sent again (a lost reply, retried) answers the jobs it
+--         leased that still run under its tokens, and leases nothing more.
 -- ARGV[10] the storage format to write: '2' keeps the attempt's token,
 --         number, worker and start in its K_ACTIVE record only, and writes
 --         nothing on the job hash; '3' and '4' do the same and also write PAD
@@ -35,6 +39,10 @@
 -- can block on it and be woken by the next submit.
 -- One EXISTS over the pause flag and the limits tells the common case
 -- (neither) apart at no extra cost.
+-- The same call sent again (its reply was lost): the same answer.
+local call_id = string.sub(ARGV[11] or '', 1, 12)
+local rec = claim_record(ARGV[7], call_id)
+if rec then return (replay_claim(rec, ARGV[11])) end
 if quarantined(tonumber(ARGV[8])) then
   redis.call('DEL', K_SIGNAL) -- callers block until a submit or their wait ends
   return {}
@@ -240,4 +248,9 @@ if pad then
 end
 call_chunked('ZADD', K_LEASES, leases)
 call_chunked('HSET', K_ACTIVE, actives)
+if call_id ~= '' then
+  local ids = {}
+  for i = 1, taken do ids[i] = out[12 * i - 11] end
+  record_claim(worker, call_id, ids)
+end
 return out

@@ -35,6 +35,15 @@ local K_TOMB -- hash: id → priority of cancelled ids still in a priority list
 -- claim, removed wherever the lease entry is), so that completing a batch
 -- checks every token with one HMGET instead of reading each job's hash.
 local K_ACTIVE
+-- K_LASTCLAIM: hash worker id → "<call> <ms> <statuses> <id> <id>…", the
+-- last claim of each worker that leased jobs (claim_record): a claim sent
+-- again after its reply was lost (go-redis retries a command after a read
+-- timeout or EOF) answers the same jobs and tokens instead of leasing
+-- others while the first ones wait, unrun, for their leases to expire.
+local K_LASTCLAIM
+-- CYCLE_STATUSES: the statuses of the outcomes cycle.lua recorded before
+-- its claim, kept in the claim's record so that a replay answers them too.
+local CYCLE_STATUSES
 -- PAD is the padding entry of storage format 3: a member of K_LEASES
 -- (scored PAD_SCORE, ~year 287,000, so it never expires) and a field of
 -- K_ACTIVE. Longer than Redis' listpack limit for a member or value (64
@@ -165,13 +174,14 @@ local function begin()
     K_HIGH, K_NORMAL, K_LOW = QK .. 'high', QK .. 'normal', QK .. 'low'
     K_SCHED, K_WAIT, K_LEASES, K_DEAD, K_FIN = QK .. 'scheduled', QK .. 'waiting', QK .. 'leases', QK .. 'dead', QK .. 'finished'
     K_EVENTS, K_STATS, K_PAUSED, K_SIGNAL, K_FENCE = QK .. 'events', QK .. 'stats', QK .. 'paused', QK .. 'signal', QK .. 'fence'
-    K_TOMB, K_ACTIVE = QK .. 'tomb', QK .. 'active'
+    K_TOMB, K_ACTIVE, K_LASTCLAIM = QK .. 'tomb', QK .. 'active', QK .. 'lastclaim'
     K_LIMITS, K_LIMUSE, K_LIMSTAT, K_TIMERS = QK .. 'limits', QK .. 'limuse', QK .. 'limstat', QK .. 'timers'
     K_NOHANDLER = QK .. 'pslots:' .. NOHANDLER
     last_qk = QK
   end
   ev_groups, ev_last = {}, nil
   blive = nil
+  CYCLE_STATUSES = nil
 end
 
 -- ms formats a number of milliseconds as an integer string (tostring would
@@ -688,6 +698,55 @@ local function running(id, rec)
   return nil
 end
 
+-- claim_record returns the record of worker's last claim when it was
+-- the call call (the first token tag of its ARGV, fresh per call): the
+-- same call sent again. Nil otherwise, or when call is ''.
+local function claim_record(worker, call)
+  if call == '' then return nil end
+  local rec = redis.call('HGET', K_LASTCLAIM, worker)
+  if rec and string.sub(rec, 1, #call) == call and string.byte(rec, #call + 1) == 32 then return rec end
+  return nil
+end
+
+-- record_claim writes worker's claim record (K_LASTCLAIM): its call, the
+-- time, the statuses of a cycle's outcomes ('-': none) and the ids leased.
+local function record_claim(worker, call, ids)
+  local st = '-'
+  if CYCLE_STATUSES and #CYCLE_STATUSES > 0 then st = table.concat(CYCLE_STATUSES, ',') end
+  redis.call('HSET', K_LASTCLAIM, worker, call .. ' ' .. NOW_S .. ' ' .. st .. ' ' .. table.concat(ids, ' '))
+end
+
+-- replay_claim answers a claim sent again (claim_record's rec) as the
+-- first call was answered (claim.lua's groups of 12), for each job it
+-- leased that still runs under the token it got then; tags are the
+-- call's token tags (12 hex digits per job, in order). It also returns
+-- the statuses the record holds (a cycle's outcomes).
+local function replay_claim(rec, tags)
+  local parts = {}
+  for w in string.gmatch(rec, '%S+') do parts[#parts + 1] = w end
+  local statuses = {}
+  if parts[3] ~= '-' then
+    for v in string.gmatch(parts[3], '[^,]+') do statuses[#statuses + 1] = v end
+  end
+  local out = {}
+  for k = 4, #parts do
+    local id = parts[k]
+    local r = redis.call('HGET', K_ACTIVE, id)
+    local tag = string.sub(tags, 12 * (k - 3) - 11, 12 * (k - 3))
+    if r then
+      local token, attempt = parse_active(r)
+      if #tag == 12 and string.sub(token, -13) == '-' .. tag then
+        local f = claim_fields(id)
+        local o = #out
+        out[o + 1] = id; out[o + 2] = token; out[o + 3] = f[1]; out[o + 4] = f[2]
+        out[o + 5] = attempt; out[o + 6] = f[4]; out[o + 7] = f[5]; out[o + 8] = f[6]
+        out[o + 9] = f[7]; out[o + 10] = f[8] or f[7]; out[o + 11] = f[10] or ''; out[o + 12] = f[11] or ''
+      end
+    end
+  end
+  return out, statuses
+end
+
 -- attempt_fields returns the job-hash fields a format-2 attempt (started
 -- not nil) leaves on the hash when it ends, for the write that ends it:
 -- attempt, worker_id, started_at. None for format 1 (the claim wrote them).
@@ -1034,6 +1093,26 @@ local function submit_next_job(b)
   if e == '' then return b + 4 end
   if e == '2' then return b + 9 end
   return b + 8
+end
+
+-- submit_replay answers a submit sent again (submit.lua): {'ok', i, id, …}
+-- with a pair for each job of the call that has no hash (a duplicate of
+-- the job its idempotency key names), as the first call answered.
+local function submit_replay(base, n)
+  local out = {'ok'}
+  local b = base
+  for i = 1, n do
+    local id = ARGV[b]
+    if redis.call('EXISTS', JOB .. id) == 0 and ARGV[b + 3] ~= '' and ARGV[b + 4] ~= '' then
+      local prev = redis.call('GET', QK .. 'idem:' .. ARGV[b + 4])
+      if prev then
+        out[#out + 1] = tostring(i - 1)
+        out[#out + 1] = prev
+      end
+    end
+    b = submit_next_job(b)
+  end
+  return out
 end
 
 -- submit_uniqueness reads the queue's uniqueness (uniqueness.go): how long

@@ -27,6 +27,15 @@ for _, id in ipairs(ids) do
   keys[#keys + 1] = JOB .. id
   keys[#keys + 1] = QK .. 'dependents:' .. id
 end
+-- The claim records (K_LASTCLAIM, claim.lua) of workers that claimed
+-- nothing for ten minutes: a lost reply is sent again within seconds.
+if ARGV[8] ~= 'dead' then
+  local recs = redis.call('HGETALL', K_LASTCLAIM)
+  for i = 1, #recs, 2 do
+    local at = tonumber(string.match(recs[i + 1], '^%S+ (%d+)'))
+    if at and at < NOW - 600000 then redis.call('HDEL', K_LASTCLAIM, recs[i]) end
+  end
+end
 call_chunked('DEL', nil, keys)
 call_chunked('ZREM', set, ids)
 return #ids

@@ -37,6 +37,19 @@ local guard_key, guard_member, guard_expect, guard_next = ARGV[10], ARGV[11], AR
 local rec_key, rec_m = ARGV[14], tonumber(ARGV[15])
 local pbase = 17 + 2 * rec_m -- the first profile
 local base = pbase + 8 * tonumber(ARGV[16 + 2 * rec_m]) -- the first job
+-- The same call sent again (its reply was lost after it ran; go-redis
+-- retries a command after a read timeout or EOF): job ids are fresh per
+-- submit, so a job of the call that exists already means the call ran,
+-- and the answer is the first one's: the jobs are not written again. A
+-- job that was a duplicate then has no hash; its idempotency key still
+-- names the earlier job.
+if not dry_run then
+  local keys, b = {}, base
+  for i = 1, n do keys[i] = JOB .. ARGV[b]; b = submit_next_job(b) end
+  local found = 0
+  for i = 1, n, CHUNK do found = found + redis.call('EXISTS', unpack(keys, i, math.min(i + CHUNK - 1, n))) end
+  if found > 0 then return submit_replay(base, n) end
+end
 if guard_key ~= '' then
   local cur = redis.call('ZSCORE', guard_key, guard_member)
   if not cur or tonumber(cur) ~= tonumber(guard_expect) then return {'guard', cur or ''} end

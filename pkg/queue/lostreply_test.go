@@ -1,0 +1,231 @@
+package queue_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sundialhq/sundial/internal/netfault"
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/queue/queuetest"
+)
+
+// lostReplyEnv is a queue client whose Redis connection runs through a
+// proxy that can drop a script's reply after Redis ran it, with
+// go-redis' default retries (MaxRetries 3): the retry sends the same
+// command again, as it does for every user of the library.
+type lostReplyEnv struct {
+	*env
+	proxy *netfault.Proxy
+	raw   *redis.Client // straight to Redis, for the checks
+}
+
+func newLostReplyEnv(t *testing.T) *lostReplyEnv {
+	t.Helper()
+	t.Parallel()
+	srv := queuetest.Start(t)
+	p := netfault.Start(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	clk := &clock{t: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
+	q := queue.New(rdb, queue.Options{Now: clk.Now, LeaseClock: clk.Now, LeaseTTL: 11 * time.Second, LeaseGrace: time.Second})
+	queue.SetWriteFormat(q, queue.WriteFormat)
+	e := &lostReplyEnv{env: &env{srv: srv, q: q, clock: clk, ctx: context.Background()}, proxy: p, raw: srv.Client()}
+	// Load the function library first: FUNCTION LOAD's body names every
+	// script, and the drops below match a script's name.
+	if _, err := q.Claim(e.ctx, "warm", 1, "w0"); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// drop arms one lost reply for the next call of script (its function
+// name ends in "_"+script) and returns a check that it happened.
+func (e *lostReplyEnv) drop(t *testing.T, script string) func() {
+	t.Helper()
+	before := e.proxy.Dropped.Load()
+	e.proxy.DropReply("_"+script+"\r\n", 1)
+	return func() {
+		t.Helper()
+		if e.proxy.Dropped.Load() != before+1 {
+			t.Fatalf("the reply of %s was not dropped: the test did not test a lost reply", script)
+		}
+	}
+}
+
+// listed counts id in queue's normal list.
+func (e *lostReplyEnv) listed(t *testing.T, queueName, id string) int {
+	t.Helper()
+	ids, err := e.raw.LRange(e.ctx, queue.NormalListKey(queueName), 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, x := range ids {
+		if x == id {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *lostReplyEnv) countEvents(t *testing.T, queueName, id string, kind job.EventType) int {
+	t.Helper()
+	n := 0
+	for _, ev := range e.events(t, queueName) {
+		if ev.JobID == id && ev.Event == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// TestLostReplySubmit: a submit whose reply was lost after Redis ran it is
+// sent again by go-redis; the job must be queued once, not twice, and the
+// answer must be the first call's.
+func TestLostReplySubmit(t *testing.T) {
+	e := newLostReplyEnv(t)
+	dropped := e.drop(t, "submit")
+	jobs := e.submit(t, job.Spec{Queue: "lr", Type: "t"})
+	dropped()
+	if n := e.listed(t, "lr", jobs[0].ID); n != 1 {
+		t.Fatalf("job listed %d times in its queue, want 1", n)
+	}
+	if n := e.countEvents(t, "lr", jobs[0].ID, job.EventSubmitted); n != 1 {
+		t.Fatalf("%d submitted events, want 1", n)
+	}
+	// With an idempotency key naming an earlier job: the answer of the
+	// call sent again still names it.
+	first := e.submit(t, job.Spec{Queue: "lr", Type: "t", IdempotencyKey: "k1"})
+	dropped = e.drop(t, "submit")
+	j2 := e.build(t, job.Spec{Queue: "lr", Type: "t", IdempotencyKey: "k1"})
+	j3 := e.build(t, job.Spec{Queue: "lr", Type: "t"})
+	res, err := e.q.Submit(e.ctx, []*job.Job{j2, j3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped()
+	if !res[0].Duplicate || res[0].Job.ID != first[0].ID {
+		t.Fatalf("the duplicate's answer: %+v, want the earlier job %s", res[0], first[0].ID)
+	}
+	if res[1].Duplicate || e.listed(t, "lr", j3.ID) != 1 {
+		t.Fatalf("the new job: duplicate %v, listed %d times", res[1].Duplicate, e.listed(t, "lr", j3.ID))
+	}
+}
+
+// TestLostReplyClaim: a claim whose reply was lost, sent again, gets the
+// same jobs and tokens back: the job is neither leased twice nor left
+// leased to nobody (which ended it dead with "lease expired", an attempt
+// it never ran).
+func TestLostReplyClaim(t *testing.T) {
+	e := newLostReplyEnv(t)
+	jobs := e.submit(t, job.Spec{Queue: "lc", Type: "t", MaxAttempts: ptr(1)}, job.Spec{Queue: "lc", Type: "t", MaxAttempts: ptr(1)})
+	dropped := e.drop(t, "claim")
+	leases := e.claim(t, "lc", 2)
+	dropped()
+	if len(leases) != 2 {
+		t.Fatalf("the claim sent again answered %d leases, want the 2 the first call took", len(leases))
+	}
+	for _, l := range leases {
+		rec, err := e.raw.HGet(e.ctx, queue.ActiveKey("lc"), l.Job.ID).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := queue.ParseActive(rec)
+		if a.Token != l.Token || l.Job.Attempt != 1 {
+			t.Fatalf("job %s: answered token %s attempt %d, Redis holds %s", l.Job.ID, l.Token, l.Job.Attempt, a.Token)
+		}
+		if n := e.countEvents(t, "lc", l.Job.ID, job.EventStarted); n != 1 {
+			t.Fatalf("job %s started %d times", l.Job.ID, n)
+		}
+	}
+	// The replay leased nothing more, and a new claim finds nothing.
+	if more := e.claim(t, "lc", 2); len(more) != 0 {
+		t.Fatalf("a new claim took %d more", len(more))
+	}
+	// The outcomes land: the jobs succeed on their one attempt.
+	for _, l := range leases {
+		e.complete(t, "lc", queue.Outcome{ID: l.Job.ID, Token: l.Token, Kind: queue.OutcomeSucceeded})
+	}
+	for _, j := range jobs {
+		wantState(t, e.get(t, j.ID), job.Succeeded)
+	}
+}
+
+// TestLostReplyCycle: outcomes and a claim in one call (cycle.lua), its
+// reply lost: the outcomes are not applied twice (answered as the first
+// call answered them, not "stale"), and the claim answers the same jobs.
+func TestLostReplyCycle(t *testing.T) {
+	e := newLostReplyEnv(t)
+	jobs := e.submit(t, job.Spec{Queue: "ly", Type: "t"}, job.Spec{Queue: "ly", Type: "t"})
+	l := e.claim(t, "ly", 1)
+	dropped := e.drop(t, "cycle")
+	st, next, err := e.q.CompleteAndClaim(e.ctx, "ly", []queue.Outcome{{ID: l[0].Job.ID, Token: l[0].Token, Kind: queue.OutcomeSucceeded}}, 1, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped()
+	if len(st) != 1 || st[0] != queue.StatusSucceeded {
+		t.Fatalf("statuses %v, want [succeeded]", st)
+	}
+	if len(next) != 1 || next[0].Job.ID == l[0].Job.ID {
+		t.Fatalf("claimed %d jobs, want the other one", len(next))
+	}
+	if n := e.countEvents(t, "ly", l[0].Job.ID, job.EventSucceeded); n != 1 {
+		t.Fatalf("%d succeeded events, want 1", n)
+	}
+	e.complete(t, "ly", queue.Outcome{ID: next[0].Job.ID, Token: next[0].Token, Kind: queue.OutcomeSucceeded})
+	for _, j := range jobs {
+		wantState(t, e.get(t, j.ID), job.Succeeded)
+	}
+}
+
+// TestLostReplySafeTwice: the other transitions, each sent again after its
+// reply was lost, do what one call does: the fencing token, or the state
+// the first call left, makes the second a no-op.
+func TestLostReplySafeTwice(t *testing.T) {
+	e := newLostReplyEnv(t)
+	// complete: a failure counted once (one attempt, one retry scheduled).
+	j := e.submit(t, job.Spec{Queue: "ls", Type: "t", MaxAttempts: ptr(3)})[0]
+	l := e.claim(t, "ls", 1)[0]
+	dropped := e.drop(t, "complete")
+	if _, err := e.q.Complete(e.ctx, "ls", []queue.Outcome{{ID: j.ID, Token: l.Token, Kind: queue.OutcomeFailed, Error: "boom"}}); err != nil {
+		t.Fatal(err)
+	}
+	dropped()
+	if got := e.get(t, j.ID); got.State != job.Scheduled || got.Attempt != 1 {
+		t.Fatalf("after a failure sent twice: state %s attempt %d, want scheduled after attempt 1", got.State, got.Attempt)
+	}
+	if n := e.countEvents(t, "ls", j.ID, job.EventFailed); n != 1 {
+		t.Fatalf("%d failed events, want 1", n)
+	}
+	// cancel, then retry: each once.
+	dropped = e.drop(t, "cancel")
+	if _, err := e.q.Cancel(e.ctx, j.ID); err != nil {
+		t.Logf("cancel sent again answered %v (the job was cancelled by the first call)", err)
+	}
+	dropped()
+	wantState(t, e.get(t, j.ID), job.Cancelled)
+	dropped = e.drop(t, "retry")
+	if _, err := e.q.Retry(e.ctx, j.ID); err != nil {
+		t.Logf("retry sent again answered %v (the first call queued it)", err)
+	}
+	dropped()
+	wantState(t, e.get(t, j.ID), job.Queued)
+	if n := e.listed(t, "ls", j.ID); n != 1 {
+		t.Fatalf("retried job listed %d times, want 1", n)
+	}
+	// release: given back once.
+	l = e.claim(t, "ls", 1)[0]
+	dropped = e.drop(t, "release")
+	if _, err := e.q.Release(e.ctx, "ls", []queue.Lease{l}); err != nil {
+		t.Fatal(err)
+	}
+	dropped()
+	if n := e.listed(t, "ls", j.ID); n != 1 {
+		t.Fatalf("released job listed %d times, want 1", n)
+	}
+}
