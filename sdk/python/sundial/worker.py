@@ -22,6 +22,12 @@ log = logging.getLogger("sundial.worker")
 
 MAX_ERROR_BYTES = 64 << 10
 
+_now = time.monotonic
+"""The clock of every lease bound: monotonic, so that a step of the wall
+clock moves none (tests replace it to stand for a pause of the process)."""
+
+LOST_IN_TIME = "the lease could not be renewed in time"
+
 Handler = Callable[["JobContext"], Any]
 """A handler takes the job's context and returns its result (any JSON value)."""
 
@@ -37,7 +43,11 @@ class JobContext:
         cancelled: set when the job must stop: its lease was lost (a
             heartbeat answered 409: reclaimed, cancelled, finished, or past
             its timeout), could not be renewed in time, or the worker's
-            shutdown deadline passed. Nothing is reported for it then.
+            shutdown deadline passed. Nothing is reported for it then. A
+            timer sets it when the lease can no longer be trusted, whatever
+            the heartbeats do; ``is_set()`` and ``wait()`` also compare the
+            clock with that bound first, so a handler resumed after a pause
+            sees it before it can act.
     """
 
     def __init__(self, job: JSON, token: str, ttl: float, attempt: "_Attempt") -> None:
@@ -50,7 +60,7 @@ class JobContext:
         self.max_attempts: int = int(job.get("max_attempts", 0))
         self.token = token
         self.lease_ttl = ttl
-        self.cancelled = threading.Event()
+        self.cancelled: threading.Event = _LeaseEvent(attempt.expired)
         self._attempt = attempt
 
     @property
@@ -77,6 +87,25 @@ class JobContext:
             raise LeaseLost(self._attempt.lost_reason or "lease lost")
 
 
+class _LeaseEvent(threading.Event):
+    """A handler's ``cancelled``: asking it runs ``expired`` first, which
+    sets it when the lease's bound has passed on the clock, even before the
+    guard's timer ran (a process resumed after a pause)."""
+
+    def __init__(self, expired: Callable[[], bool]) -> None:
+        super().__init__()
+        self._expired = expired
+
+    def is_set(self) -> bool:
+        self._expired()
+        return super().is_set()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        if self._expired():
+            return True
+        return super().wait(timeout) or self._expired()
+
+
 class _Attempt:
     """One claimed job running on this worker."""
 
@@ -94,25 +123,37 @@ class _Attempt:
 
     @property
     def trusted_until(self) -> float:
-        """Until when (monotonic) the lease surely holds: the last accepted
-        renewal's send time plus the TTL, less a fifth for clocks and delays."""
+        """Until when (on ``_now``) the lease surely holds: the last accepted
+        renewal's send time plus the TTL, less the Go worker's margin of a
+        fifth for clocks and delays."""
         return self.renewed_at + self.ttl * 4 / 5
 
-    @property
-    def expires_at(self) -> float:
-        """When (monotonic) the lease runs out at the latest, unless renewed."""
-        return self.renewed_at + self.ttl
-
     def renewed(self, sent: float) -> None:
+        """Moves the bound to an accepted renewal's send time, unless the
+        bound passed first: a lease once lost stays lost."""
+        if self.expired():
+            return
         with self.lock:
             self.renewed_at = max(self.renewed_at, sent)
 
-    def lose(self, reason: str) -> None:
+    def expired(self) -> bool:
+        """Marks the attempt lost when its lease can no longer be trusted
+        (the bound passed on the clock); True once it is lost."""
+        if self.lost or self.done.is_set() or _now() < self.trusted_until:
+            return self.lost
+        if self.lose(LOST_IN_TIME):
+            log.warning("job %s: %s; stopping it, reporting nothing", self.ctx.id, LOST_IN_TIME)
+        return True
+
+    def lose(self, reason: str) -> bool:
+        """Marks the attempt lost and tells its handler; False when it
+        already was."""
         with self.lock:
             if self.lost:
-                return
+                return False
             self.lost, self.lost_reason = True, reason
         self.ctx.cancelled.set()
+        return True
 
     def abandon(self) -> None:
         with self.lock:
@@ -269,7 +310,7 @@ class Worker:
                 return
             body = {"worker_id": self.worker_id, "queues": self.queues, "types": list(self._handlers),
                     "max": free, "wait_seconds": self.wait_seconds}
-            sent = time.monotonic()
+            sent = _now()
             try:
                 res = self.transport.request("POST", "/v1/claim", body, retries=0,
                                              timeout=self.wait_seconds + self.transport.timeout,
@@ -301,7 +342,9 @@ class Worker:
             self._running[att.ctx.id] = att
         threading.Thread(target=self._heartbeat_loop, args=(att,), name=f"sundial-lease-{att.ctx.id}",
                          daemon=True).start()
-        threading.Thread(target=self._execute, args=(att, time.monotonic() - claim_sent),
+        threading.Thread(target=self._guard, args=(att,), name=f"sundial-guard-{att.ctx.id}",
+                         daemon=True).start()
+        threading.Thread(target=self._execute, args=(att, _now() - claim_sent),
                          name=f"sundial-job-{att.ctx.id}", daemon=True).start()
 
     def _release(self, att: _Attempt) -> None:
@@ -319,6 +362,20 @@ class Worker:
             log.warning("job %s: giving the lease back failed (%s); it runs again once the lease expires",
                         att.ctx.id, exc)
 
+    @staticmethod
+    def _guard(att: _Attempt) -> None:
+        """The lease guard: marks the attempt lost once its lease can no
+        longer be trusted, on time even while a renewal hangs, since it
+        waits for no answer. It sleeps until the bound, and again while
+        accepted renewals move it; it ends with the attempt."""
+        while not att.lost:
+            left = att.trusted_until - _now()
+            if left <= 0:
+                att.expired()
+                return
+            if att.done.wait(left):
+                return
+
     def _heartbeat_loop(self, att: _Attempt) -> None:
         while not att.done.wait(att.ttl / 3):
             if att.lost:
@@ -332,7 +389,7 @@ class Worker:
             body["progress"] = percent
             if message:
                 body["message"] = message[:1024]
-        sent = time.monotonic()
+        sent = _now()
         try:
             self.transport.request("POST", att.path + "/heartbeat", body, idempotent=True, retries=0,
                                    timeout=max(1.0, att.ttl / 2))
@@ -341,10 +398,7 @@ class Worker:
             log.warning("job %s: %s; stopping it, reporting nothing", att.ctx.id, exc.message)
             return False
         except SundialError as exc:
-            if time.monotonic() >= att.trusted_until and not att.done.is_set():
-                att.lose("the lease could not be renewed in time")
-                log.warning("job %s: lease not renewed in time (%s); stopping it, reporting nothing",
-                            att.ctx.id, exc)
+            if att.expired():
                 return False
             log.info("job %s: renewal failed (%s); the next one tries again", att.ctx.id, exc)
             return not att.lost
@@ -380,7 +434,7 @@ class Worker:
                 kind, outcome = "fail", {"error": _message(exc), "retry_in_seconds": exc.seconds}
             except Exception as exc:  # noqa: BLE001 - any failure of the handler fails the attempt
                 kind, outcome = "fail", {"error": _message(exc), "retry": True}
-            if att.lost or att.abandoned:
+            if att.expired() or att.abandoned:
                 log.info("job %s: %s; its outcome is not reported", ctx.id, att.lost_reason)
                 return
             if outcome is not None:
@@ -395,11 +449,17 @@ class Worker:
 
     def _report(self, att: _Attempt, kind: str, body: JSON) -> None:
         """Sends the outcome (complete or fail), again after a broken
-        connection or a 429/5xx, until the lease would have expired. A
-        complete is retried as a complete, never turned into a fail."""
+        connection or a 429/5xx, while the lease can be trusted (heartbeats
+        go on meanwhile). A complete is retried as a complete, never turned
+        into a fail."""
         broken = False
         tries = 0
+        last: Optional[SundialError] = None
         while not att.abandoned:
+            if _now() >= att.trusted_until:
+                log.error("job %s: could not report %s while its lease could be trusted (%s); it will run again",
+                          att.ctx.id, kind, last)
+                return
             try:
                 res = self.transport.request("POST", f"{att.path}/{kind}", body, retries=0)
                 log.debug("job %s: %s -> %s", att.ctx.id, kind, res.body.get("state"))
@@ -415,16 +475,12 @@ class Worker:
                 if isinstance(exc, ApiError) and exc.status not in (429, 500, 502, 503, 504):
                     log.error("job %s: %s refused: %s", att.ctx.id, kind, exc)
                     return
-                broken = broken or isinstance(exc, TransportError)
-                left = att.expires_at - time.monotonic()
-                if left <= 0:
-                    log.error("job %s: could not report %s before its lease expired (%s); "
-                              "it will run again", att.ctx.id, kind, exc)
-                    return
+                broken, last = broken or isinstance(exc, TransportError), exc
+                left = att.trusted_until - _now()
                 wait = exc.retry_after if isinstance(exc, ApiError) and exc.retry_after else \
                     self.transport.delay(min(tries, 4))
                 log.warning("job %s: reporting %s failed (%s); trying again", att.ctx.id, kind, exc)
-                time.sleep(min(wait, left))
+                time.sleep(max(0.0, min(wait, left)))
                 tries += 1
 
 

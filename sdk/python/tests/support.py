@@ -13,7 +13,7 @@ import time
 import unittest
 import urllib.parse
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 from sundial import Client, Worker
 
@@ -113,11 +113,14 @@ class ScriptedServer:
 class Proxy:
     """Forwards requests to the API; ``drop(method, path)`` returning True
     breaks that request's connection without forwarding it (with
-    ``after_forwarding``: after forwarding it, before the answer). ``seen``
-    counts the requests by the last segment of their path (claim, heartbeat,
-    complete, fail...)."""
+    ``after_forwarding``: after forwarding it, before the answer).
+    ``answer(method, path)``, when given, runs first: a status it returns
+    is the answer, the request not forwarded (it may block to hold the
+    request open); None forwards it. ``seen`` counts the requests by the
+    last segment of their path (claim, heartbeat, complete, fail...)."""
 
-    def __init__(self, target: str, drop: Callable[[str, str], bool], after_forwarding: bool = False) -> None:
+    def __init__(self, target: str, drop: Callable[[str, str], bool], after_forwarding: bool = False,
+                 answer: Optional[Callable[[str, str], Optional[int]]] = None) -> None:
         parts = urllib.parse.urlsplit(target)
         self.seen: Dict[str, int] = {}
         self.dropped: List[str] = []
@@ -142,6 +145,10 @@ class Proxy:
                 if dropping and not after_forwarding:
                     self.close_connection = True
                     return
+                status = answer(self.command, self.path) if answer else None
+                if status is not None:
+                    self._answer(status)
+                    return
                 conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=120)
                 try:
                     headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
@@ -160,6 +167,17 @@ class Proxy:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _answer(self, status: int) -> None:
+                data = json.dumps({"error": {"code": "unavailable", "message": "proxy"}}).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:  # the client gave up on a held request
+                    self.close_connection = True
 
             do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _forward
 
