@@ -24,6 +24,23 @@ const redisDownBound = 1500 * time.Millisecond
 // back the API answers again on its own.
 func TestRedisDeadAnswersAtOnce(t *testing.T) {
 	t.Parallel()
+	redisGone(t, (*queuetest.Server).Kill, (*queuetest.Server).Restart)
+}
+
+// TestRedisStoppedAnswersInTime stops redis-server with SIGSTOP: it still
+// accepts connections and bytes and answers nothing. Every request answers
+// 503 unavailable within redisDownBound (the request deadline,
+// SUNDIAL_REQUEST_TIMEOUT), not after go-redis' read timeouts and retries
+// (over 10 s before), and once Redis runs again (SIGCONT) the API answers
+// without a restart.
+func TestRedisStoppedAnswersInTime(t *testing.T) {
+	t.Parallel()
+	redisGone(t, (*queuetest.Server).Pause, (*queuetest.Server).Resume)
+}
+
+// redisGone runs the API over a warm pool, applies fault to its Redis,
+// checks every answer, then heals it and waits for the API to answer.
+func redisGone(t *testing.T, fault, heal func(*queuetest.Server)) {
 	srv := queuetest.Start(t)
 	addr := proctest.FreeAddr(t)
 	startProc(t, binary(t, "api"), serviceEnv(srv, "SUNDIAL_HTTP_ADDR="+addr, "SUNDIAL_HISTORY=off")...)
@@ -83,7 +100,7 @@ func TestRedisDeadAnswersAtOnce(t *testing.T) {
 		t.FailNow()
 	}
 
-	srv.Kill()
+	fault(srv)
 	var mu sync.Mutex
 	var slowest time.Duration
 	check := func(r request, a answer) {
@@ -132,7 +149,7 @@ func TestRedisDeadAnswersAtOnce(t *testing.T) {
 		t.FailNow()
 	}
 
-	srv.Restart()
+	heal(srv)
 	queuetest.Eventually(t, 30*time.Second, "the API answering once Redis is back", func() bool {
 		return call("POST", "/v1/jobs", `{"type":"sundial.echo"}`).status == http.StatusCreated
 	})

@@ -48,9 +48,16 @@ func RedisOptions(raw string) (*redis.UniversalOptions, error) {
 // ReadTimeout, which long scripts need (a Redis that accepts but does not
 // answer still costs that per command), and blocking commands (BLPOP)
 // still get their own timeout added to it.
+//
+// Every command also honours its context's deadline
+// (ContextTimeoutEnabled): an API request's deadline (SUNDIAL_REQUEST_TIMEOUT)
+// bounds its wait for a Redis that accepts bytes and answers nothing
+// (stopped, or cut off behind a dead route), which otherwise costs
+// ReadTimeout per try.
 func bounded(o *redis.UniversalOptions) {
 	o.DialerRetries = 1
 	o.DialTimeout = RedisDialTimeout
+	o.ContextTimeoutEnabled = true
 }
 
 func redisOptions(raw string) (*redis.UniversalOptions, error) {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -131,5 +132,23 @@ func (s *Server) recoverer(c *gin.Context) {
 		}
 		fail(c, errors.New("handler panicked"))
 	}()
+	c.Next()
+}
+
+// deadline gives each request a deadline of Config.RequestTimeout on its
+// context, which every Redis call of the request honours (the clients
+// config.NewRedis makes time out with their context): a Redis that stops
+// answering makes the request answer 503 unavailable in time instead of
+// hanging. Long routes (operation.Long) and those outside the route table
+// (the dashboard's files, /metrics) run without it.
+func (s *Server) deadline(c *gin.Context) {
+	p := c.FullPath()
+	if p == "" || s.long[c.Request.Method+" "+p] || quietRoutes[p] && p != "/readyz" {
+		c.Next()
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	c.Request = c.Request.WithContext(ctx)
 	c.Next()
 }

@@ -44,6 +44,10 @@ type operation struct {
 	// Errors lists the error statuses particular to the route; 401, 429
 	// (on /v1) and 500 are added to every route.
 	Errors []int
+	// Long marks a route that may rightly take longer than
+	// Config.RequestTimeout (a long poll, the stream, a chunked bulk action,
+	// a history search): it runs without the request deadline.
+	Long bool
 }
 
 // scope returns the scope a route needs.
@@ -93,7 +97,8 @@ func (s *Server) routes() []route {
 			Errors: []int{400, 413, 415, 503},
 		}},
 		{http.MethodGet, "/v1/jobs", s.searchJobs, operation{
-			ID: "searchJobs", Tag: "jobs", Summary: "Search the job history",
+			Long: true,
+			ID:   "searchJobs", Tag: "jobs", Summary: "Search the job history",
 			Description: "Searches the history store, newest first. 503 when no history store is configured.",
 			Query: []param{
 				{"queue", "Only jobs of this queue.", queueSchema, false},
@@ -112,13 +117,15 @@ func (s *Server) routes() []route {
 			Status:      http.StatusOK, Response: job.Job{}, Errors: []int{400, 404, 503},
 		}},
 		{http.MethodGet, "/v1/jobs/:id/events", s.jobEvents, operation{
-			ID: "jobEvents", Tag: "jobs", Summary: "A job's history, oldest first",
+			Long: true,
+			ID:   "jobEvents", Tag: "jobs", Summary: "A job's history, oldest first",
 			Description: "From the history store; 503 when none is configured. Paged: limit (1-500, default 50) events a page, then next_cursor as cursor for the next page (empty on the last).",
 			Query:       []param{limitParam, cursorParam},
 			Status:      http.StatusOK, Response: eventList{}, Errors: []int{400, 404, 503},
 		}},
 		{http.MethodGet, "/v1/jobs/:id/graph", s.jobGraph, operation{
-			ID: "jobGraph", Tag: "jobs", Summary: "A job's dependency graph",
+			Long: true,
+			ID:   "jobGraph", Tag: "jobs", Summary: "A job's dependency graph",
 			Description: "The jobs connected to this one by dependencies, both ways (a workflow), nearest first, up to limit (1-500, default 100) jobs; truncated says whether there were more. " +
 				"An edge {from, to} says that job to waits for job from. A job's children are the jobs of its queue that still wait for it and, with a history store, every job recorded as depending on it, in any queue; without one, the children of a job whose edges are settled are not found. " +
 				"A job named by an edge that neither Redis nor the history store knows is a node with missing true.",
@@ -177,7 +184,8 @@ func (s *Server) routes() []route {
 			Status: http.StatusOK, Response: searchResult{}, Errors: []int{400, 404, 503},
 		}},
 		{http.MethodPost, "/v1/queues/:q/jobs/bulk", s.bulkJobs, operation{
-			ID: "bulkJobs", Tag: "queues", Summary: "Retry, cancel, delete or move a selection of a queue's jobs",
+			Long: true,
+			ID:   "bulkJobs", Tag: "queues", Summary: "Retry, cancel, delete or move a selection of a queue's jobs",
 			Description: "Applies action to the jobs named by ids (up to 10,000) or matched by filter, in chunks of 500, each one atomic script call, and answers the counts. " +
 				"retry: dead (and, by ids, cancelled) jobs are queued again with attempt 0; cancel: queued, scheduled or waiting jobs (by ids: any job not final) end cancelled; delete: dead jobs are purged from Redis (their history stays); " +
 				"move: dead jobs are submitted to to_queue as new queued jobs with the same type, payload, priority, max_attempts, timeout, backoff and group, idempotency_key \"moved-from:<original id>\", and the originals are purged. " +
@@ -192,13 +200,15 @@ func (s *Server) routes() []route {
 			Status: http.StatusOK, Response: searchResult{}, Errors: []int{400, 404, 503},
 		}},
 		{http.MethodPost, "/v1/queues/:q/dead/retry", s.retryDead, operation{
-			ID: "retryDead", Tag: "queues", Summary: "Requeue dead letters",
+			Long: true,
+			ID:   "retryDead", Tag: "queues", Summary: "Requeue dead letters",
 			Description: "Requeues the listed dead jobs, or every dead job of the queue when the body or ids is left out. An empty ids list is refused.",
 			Body:        deadSelection{}, BodyOptional: true, Status: http.StatusOK, Response: retriedCount{},
 			Errors: []int{400, 404, 413, 415, 503},
 		}},
 		{http.MethodDelete, "/v1/queues/:q/dead", s.purgeDead, operation{
-			ID: "purgeDead", Tag: "queues", Summary: "Purge dead letters",
+			Long: true,
+			ID:   "purgeDead", Tag: "queues", Summary: "Purge dead letters",
 			Description: "Deletes the listed dead jobs, or every dead job of the queue when the body or ids is left out; their history stays in the history store. An empty ids list is refused.",
 			Body:        deadSelection{}, BodyOptional: true, Status: http.StatusOK, Response: deletedCount{},
 			Errors: []int{400, 404, 413, 415, 503},
@@ -244,7 +254,8 @@ func (s *Server) routes() []route {
 			Status:      http.StatusOK, Response: outboxView{}, Errors: []int{400, 503},
 		}},
 		{http.MethodGet, streamPath, s.stream, operation{
-			ID: "stream", Tag: "stream", Summary: "Live stream (websocket)",
+			Long: true,
+			ID:   "stream", Tag: "stream", Summary: "Live stream (websocket)",
 			Description: "Upgrades to a websocket that sends JSON text messages: {\"kind\":\"event\",\"event\":StreamEvent} for each matching job event and {\"kind\":\"stats\",…} (StreamStats) every second to every client. " +
 				"Filters are repeatable; values of one filter are alternatives, different filters must all match. A client that falls more than 256 messages behind is closed with 1013; " +
 				"shutdown closes with 1001. Browsers authenticate with ?access_token=. Origins other than the API's host must be in SUNDIAL_ALLOWED_ORIGINS (403 otherwise).",
@@ -296,13 +307,18 @@ func (s *Server) newEngine() (*gin.Engine, error) {
 	if err := e.SetTrustedProxies(s.cfg.TrustedProxies); err != nil {
 		return nil, err
 	}
-	e.Use(traceRequests(otel.GetTracerProvider(), otel.GetTextMapPropagator()), s.observe(newRequestIDs()), s.recoverer, s.cors, s.guard)
+	e.Use(traceRequests(otel.GetTracerProvider(), otel.GetTextMapPropagator()), s.observe(newRequestIDs()), s.recoverer, s.cors, s.deadline, s.guard)
 	for _, r := range s.routes() {
 		if r.Doc.Public || !strings.HasPrefix(r.Path, "/v1/") {
 			e.Handle(r.Method, r.Path, r.Handler)
 			continue
 		}
 		e.Handle(r.Method, r.Path, s.requireScope(r.Doc.scope(r.Method)), r.Handler)
+	}
+	for _, r := range s.routes() {
+		if r.Doc.Long {
+			s.long[r.Method+" "+r.Path] = true
+		}
 	}
 	e.NoRoute(s.notFound)
 	return e, nil

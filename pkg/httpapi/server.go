@@ -25,7 +25,10 @@ import (
 const (
 	DefaultMaxBodyBytes    = 1 << 20
 	DefaultShutdownTimeout = 30 * time.Second
-	DefaultWorkerMaxAge    = 15 * time.Second
+	// DefaultRequestTimeout is Config.RequestTimeout's default: a request
+	// answers within ~1.5 s even when Redis stops answering.
+	DefaultRequestTimeout = time.Second
+	DefaultWorkerMaxAge   = 15 * time.Second
 )
 
 // Config configures a Server. Queue is required; every other field has a
@@ -58,6 +61,11 @@ type Config struct {
 	// ShutdownTimeout is how long Run lets in-flight requests finish after
 	// its context ends. Default 30 s; a negative value means no wait.
 	ShutdownTimeout time.Duration
+	// RequestTimeout bounds a request's wait for Redis: past it the request
+	// answers 503 unavailable (a Redis that accepts bytes and answers
+	// nothing, stopped or cut off). Routes marked Long are exempt. Default
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
 	// WorkerMaxAge drops workers not seen for this long from GET
 	// /v1/workers: three heartbeats. Default 15 s.
 	WorkerMaxAge time.Duration
@@ -118,6 +126,9 @@ func (c *Config) fill() error {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
 	if c.WorkerMaxAge <= 0 {
 		c.WorkerMaxAge = DefaultWorkerMaxAge
 	}
@@ -146,6 +157,7 @@ type Server struct {
 	wake    *wakeups         // long-polling claims of HTTP workers
 	seen    seenWorkers      // HTTP workers' registry writes, throttled
 	started sync.Once
+	long    map[string]bool // "METHOD path" of the routes without a request deadline (operation.Long)
 }
 
 // New builds a Server from cfg. It returns an error for an invalid
@@ -154,7 +166,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, q: cfg.Queue, log: cfg.Logger, auth: newAuthenticator(cfg.APIKeys)}
+	s := &Server{cfg: cfg, q: cfg.Queue, log: cfg.Logger, auth: newAuthenticator(cfg.APIKeys), long: map[string]bool{}}
 	s.metrics = newMetrics()
 	s.dash = newDashboard(cfg.Dashboard)
 	s.backlog = history.NewMonitor(cfg.Queue, history.MonitorConfig{Logger: s.log})

@@ -558,13 +558,15 @@ func (s *Server) workerRoutes() []route {
 	lost := "409 when the lease is lost (reclaimed after expiry, cancelled, finished): the worker must stop the job; nothing changed."
 	return []route{
 		{http.MethodPost, "/v1/queues/:q/claim", s.claimQueue, operation{
-			ID: "claimQueue", Tag: "workers", Summary: "Claim jobs (HTTP worker)", Scope: scopeWork,
+			Long: true,
+			ID:   "claimQueue", Tag: "workers", Summary: "Claim jobs (HTTP worker)", Scope: scopeWork,
 			Description: "Leases up to max due jobs of the queue, highest priority first, each with its lease token. With wait_seconds, waits up to that long for a job (woken by the next submit, no polling). " +
 				"The worker must renew each lease (heartbeat) every third of lease.ttl_seconds and end it with complete or fail. Registers the worker in GET /v1/workers.",
 			Body: claimRequest{}, Status: http.StatusOK, Response: claimResult{}, Errors: []int{400, 403, 413, 415, 503},
 		}},
 		{http.MethodPost, "/v1/claim", s.claimAny, operation{
-			ID: "claim", Tag: "workers", Summary: "Claim jobs from several queues, in order (HTTP worker)", Scope: scopeWork,
+			Long: true,
+			ID:   "claim", Tag: "workers", Summary: "Claim jobs from several queues, in order (HTTP worker)", Scope: scopeWork,
 			Description: "As POST /v1/queues/{q}/claim over the queues of the body, tried in the given order (like SUNDIAL_QUEUES).",
 			Body:        claimRequest{}, Status: http.StatusOK, Response: claimResult{}, Errors: []int{400, 403, 413, 415, 503},
 		}},

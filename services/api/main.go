@@ -48,6 +48,7 @@ func main() {
 			MaxBodyBytes:      c.MaxBodyBytes,
 			MaxBatchBodyBytes: c.MaxBatchBodyBytes,
 			ShutdownTimeout:   shutdown,
+			RequestTimeout:    c.RequestTimeout,
 			WorkerMaxAge:      3 * c.HeartbeatInterval,
 			Logger:            env.Log,
 		})
