@@ -328,6 +328,17 @@ func (w *Worker) Run(ctx context.Context) error {
 		// goes back (after the known outcomes are written, below).
 		giveBack = w.markGivenBack()
 		stopJobs(errShutdown)
+		// A lease goes back only once its handler returned, or after the
+		// margin a lost lease leaves a handler to stop (leaseMargin): a
+		// job given back at once would run elsewhere while its cancelled
+		// handler here still unwinds.
+		if len(giveBack) > 0 {
+			select {
+			case <-done:
+			case <-time.After(w.leaseMargin()):
+				w.log.Warn("handlers still running a lease margin after their context ended; giving their leases back", "margin", w.leaseMargin())
+			}
+		}
 	}
 	// Write the outcomes already known before any lease is given back, for
 	// at most OutcomeFlushTimeout (Redis unreachable: those leases expire

@@ -462,3 +462,43 @@ func TestQueueMaxConcurrency(t *testing.T) {
 		t.Fatalf("at most %d bulk jobs ran at once, want 2 (the cap)", most["bulk"])
 	}
 }
+
+// TestShutdownGivesBackOnlyOnceHandlersReturned: at the shutdown deadline
+// a handler is cancelled and unwinds for a while; its lease goes back only
+// once it returned (or after the lease margin), so the job is never queued
+// for another worker while this one still runs it.
+func TestShutdownGivesBackOnlyOnceHandlersReturned(t *testing.T) {
+	t.Parallel()
+	srv := queuetest.Start(t)
+	rdb := srv.Client()
+	// A 2 s lease: the margin (a fifth) is 400 ms, more than the unwind.
+	e := &env{rdb: rdb, q: queue.New(rdb, queue.Options{LeaseTTL: 2 * time.Second, LeaseGrace: 500 * time.Millisecond})}
+	w := worker.New(rdb, worker.Config{ID: queuetest.Name("w"), ShutdownTimeout: 50 * time.Millisecond, Engine: queue.Options{LeaseTTL: 2 * time.Second, LeaseGrace: 500 * time.Millisecond}})
+	var running atomic.Int32
+	stateAtReturn := make(chan job.State, 1)
+	w.HandleFunc("unwinds", func(ctx context.Context, j *job.Job) (any, error) {
+		running.Add(1)
+		<-ctx.Done()
+		time.Sleep(250 * time.Millisecond) // the handler's cleanup after its context ended
+		got, err := e.q.Get(context.WithoutCancel(ctx), j.ID)
+		if err == nil {
+			stateAtReturn <- got.State
+		}
+		return nil, ctx.Err()
+	})
+	stop := start(t, w)
+	j := e.submit(t, job.Spec{Type: "unwinds", TimeoutSeconds: ptr(3600)})[0]
+	queuetest.Eventually(t, 10*time.Second, "the job running", func() bool { return running.Load() == 1 })
+	stop()
+	select {
+	case st := <-stateAtReturn:
+		if st != job.Active {
+			t.Fatalf("the job was %s while its cancelled handler still ran: given back before the handler returned", st)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler did not return")
+	}
+	if got := e.state(t, j.ID); got.State != job.Queued || got.Attempt != 0 {
+		t.Fatalf("after shutdown job = %s attempt %d, want queued attempt 0", got.State, got.Attempt)
+	}
+}
