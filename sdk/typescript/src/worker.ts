@@ -26,7 +26,11 @@ export interface JobContext<P = unknown> {
   /** Aborted when the job must stop: its lease was lost (a heartbeat
    * answered 409: reclaimed, cancelled, finished, or past its timeout), could
    * not be renewed in time, or the worker's shutdown deadline passed. Its
-   * reason is a LeaseLostError. Nothing is reported for the job then. */
+   * reason is a LeaseLostError. Nothing is reported for the job then. A
+   * timer aborts it when the lease can no longer be trusted, whatever the
+   * heartbeats do; reading `aborted` (or calling `throwIfAborted()`) also
+   * compares the clock with that bound first, so a handler resumed after a
+   * pause sees it before it can act. */
   readonly signal: AbortSignal;
   /** Reports progress (0..100, a short message): shown on the job and as a
    * progress event; it also renews the lease. Rejects with LeaseLostError
@@ -69,6 +73,9 @@ export interface WorkerOptions extends TransportOptions {
 
 const MAX_ERROR_BYTES = 64 << 10;
 
+/** Why an attempt stops when its lease could not be renewed in time. */
+const LOST_IN_TIME = 'the lease could not be renewed in time';
+
 /** The default logger: info and above to the console. */
 export const consoleLogger: Logger = {
   debug: () => {},
@@ -89,6 +96,29 @@ function messageOf(err: unknown): string {
   return bytes.length > MAX_ERROR_BYTES ? `${bytes.subarray(0, MAX_ERROR_BYTES - 3).toString('utf8')}...` : text;
 }
 
+/** checkOnRead makes reading signal.aborted, and signal.throwIfAborted(),
+ * run check first: check may abort the signal (a lease whose bound passed
+ * while the process was paused, before the guard's timer ran). */
+function checkOnRead(signal: AbortSignal, check: () => void): AbortSignal {
+  const aborted = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted')!.get!;
+  const throwIfAborted = AbortSignal.prototype.throwIfAborted;
+  Object.defineProperty(signal, 'aborted', {
+    get(): boolean {
+      check();
+      return aborted.call(signal) as boolean;
+    },
+  });
+  if (throwIfAborted) {
+    Object.defineProperty(signal, 'throwIfAborted', {
+      value(): void {
+        check();
+        throwIfAborted.call(signal);
+      },
+    });
+  }
+  return signal;
+}
+
 /** One claimed job running on this worker. */
 class Attempt {
   readonly ttlMs: number;
@@ -103,9 +133,16 @@ class Attempt {
   done = false;
   beating = false;
   timer: ReturnType<typeof setInterval> | undefined;
+  /** The lease guard's timer: due when the lease can no longer be trusted. */
+  guard: ReturnType<typeof setTimeout> | undefined;
   finished: Promise<void> = Promise.resolve();
 
-  constructor(worker: Worker, claimed: ClaimedJob, claimSent: number) {
+  constructor(
+    worker: Worker,
+    claimed: ClaimedJob,
+    claimSent: number,
+    private readonly log: Logger,
+  ) {
     const { job, lease } = claimed;
     this.ttlMs = (lease.ttl_seconds || 15) * 1000;
     this.path = `/v1/jobs/${encodeURIComponent(job.id)}`;
@@ -120,27 +157,47 @@ class Attempt {
       job,
       token: lease.token,
       leaseTtlMs: this.ttlMs,
-      signal: this.controller.signal,
+      signal: checkOnRead(this.controller.signal, () => void this.expired()),
       progress: async (percent: number, message?: string): Promise<void> => {
         if (!(percent >= 0 && percent <= 100)) throw new RangeError('percent must be 0..100');
         this.ctx.check();
         if (!(await worker.renew(this, Math.round(percent), message ?? ''))) throw this.lostError();
       },
       check: (): void => {
-        if (this.controller.signal.aborted) throw this.lostError();
+        if (this.expired() || this.controller.signal.aborted) throw this.lostError();
       },
     };
   }
 
-  /** Until when the lease surely holds: the last accepted renewal's send
-   * time plus the TTL, less a fifth for clocks and delays. */
+  /** Until when (performance.now) the lease surely holds: the last accepted
+   * renewal's send time plus the TTL, less the Go worker's margin of a
+   * fifth for clocks and delays. */
   get trustedUntil(): number {
     return this.renewedAt + (this.ttlMs * 4) / 5;
   }
 
-  /** When the lease runs out at the latest, unless renewed. */
-  get expiresAt(): number {
-    return this.renewedAt + this.ttlMs;
+  /** Moves the bound to an accepted renewal's send time, unless the bound
+   * passed first: a lease once lost stays lost. */
+  renewed(sent: number): void {
+    if (!this.expired()) this.renewedAt = Math.max(this.renewedAt, sent);
+  }
+
+  /** Marks the attempt lost when its lease can no longer be trusted (the
+   * bound passed on the clock); true once it is lost. */
+  expired(): boolean {
+    if (this.lost || this.done || performance.now() < this.trustedUntil) return this.lost;
+    this.lose(LOST_IN_TIME);
+    this.log.warn(`job ${this.ctx.id}: ${LOST_IN_TIME}; stopping it, reporting nothing`);
+    return true;
+  }
+
+  /** The lease guard: a timer due at the bound marks the attempt lost, on
+   * time even while a renewal hangs, since it waits for no answer. When
+   * accepted renewals moved the bound meanwhile, it waits again. */
+  armGuard(): void {
+    this.guard = undefined;
+    if (this.expired() || this.done) return;
+    this.guard = setTimeout(() => this.armGuard(), Math.max(1, Math.ceil(this.trustedUntil - performance.now())));
   }
 
   lostError(): LeaseLostError {
@@ -156,7 +213,8 @@ class Attempt {
 
   stopBeating(): void {
     if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
+    if (this.guard) clearTimeout(this.guard);
+    this.timer = this.guard = undefined;
   }
 
   abandon(): void {
@@ -314,8 +372,9 @@ export class Worker {
   }
 
   private start(claimed: ClaimedJob, claimSent: number): void {
-    const att = new Attempt(this, claimed, claimSent);
+    const att = new Attempt(this, claimed, claimSent, this.log);
     this.attempts.set(att.ctx.id, att);
+    att.armGuard();
     att.timer = setInterval(() => {
       if (!att.beating && !att.lost) {
         att.beating = true;
@@ -361,15 +420,11 @@ export class Worker {
         this.log.warn(`job ${att.ctx.id}: ${err.message}; stopping it, reporting nothing`);
         return false;
       }
-      if (performance.now() >= att.trustedUntil && !att.done) {
-        att.lose('the lease could not be renewed in time');
-        this.log.warn(`job ${att.ctx.id}: lease not renewed in time (${String(err)}); stopping it, reporting nothing`);
-        return false;
-      }
+      if (att.expired()) return false;
       this.log.info(`job ${att.ctx.id}: renewal failed (${String(err)}); the next one tries again`);
       return !att.lost;
     }
-    att.renewedAt = Math.max(att.renewedAt, sent);
+    att.renewed(sent);
     return !att.lost;
   }
 
@@ -391,7 +446,7 @@ export class Worker {
       } catch (err) {
         if (!(err instanceof LeaseLostError && att.lost)) [kind, body] = outcomeOf(err);
       }
-      if (att.lost || att.abandoned || !kind) {
+      if (att.expired() || att.abandoned || !kind) {
         this.log.info(`job ${ctx.id}: ${att.lostReason || 'lease lost'}; its outcome is not reported`);
         return;
       }
@@ -404,12 +459,17 @@ export class Worker {
     }
   }
 
-  /** Sends the outcome, again after a broken connection or a 429/5xx, until
-   * the lease would have expired. A complete is retried as a complete,
-   * never turned into a fail. */
+  /** Sends the outcome, again after a broken connection or a 429/5xx, while
+   * the lease can be trusted (heartbeats go on meanwhile). A complete is
+   * retried as a complete, never turned into a fail. */
   private async report(att: Attempt, kind: Outcome, body: Record<string, unknown>): Promise<void> {
     let broken = false;
+    let last: unknown;
     for (let tries = 0; !att.abandoned; tries++) {
+      if (performance.now() >= att.trustedUntil) {
+        this.log.error(`job ${att.ctx.id}: could not report ${kind} while its lease could be trusted (${String(last)}); it will run again`);
+        return;
+      }
       try {
         await this.transport.request('POST', `${att.path}/${kind}`, { body, retries: 0 });
         return;
@@ -424,11 +484,8 @@ export class Worker {
           return;
         }
         broken ||= err instanceof TransportError;
-        const left = att.expiresAt - performance.now();
-        if (left <= 0) {
-          this.log.error(`job ${att.ctx.id}: could not report ${kind} before its lease expired (${String(err)}); it will run again`);
-          return;
-        }
+        last = err;
+        const left = Math.max(0, att.trustedUntil - performance.now());
         const wait = (err instanceof ApiError && err.retryAfterMs) || this.transport.delay(Math.min(tries, 4));
         this.log.warn(`job ${att.ctx.id}: reporting ${kind} failed (${String(err)}); trying again`);
         await sleep(Math.min(wait, left));

@@ -110,8 +110,11 @@ export class ScriptedServer {
 
 /** Forwards requests to the API; drop(method, path) returning true breaks
  * that request's connection without forwarding it (with afterForwarding:
- * after forwarding it, before the answer). seen counts requests by the last
- * segment of their path (claim, heartbeat, complete, fail…). */
+ * after forwarding it, before the answer). answer(method, path), when given,
+ * runs first: a status it resolves with is the answer, the request not
+ * forwarded (it may take its time, holding the request open); undefined
+ * forwards it. seen counts requests by the last segment of their path
+ * (claim, heartbeat, complete, fail…). */
 export class Proxy {
   readonly seen = new Map<string, number>();
   readonly dropped: string[] = [];
@@ -122,6 +125,7 @@ export class Proxy {
     private readonly target: string,
     private readonly drop: (method: string, path: string) => boolean,
     private readonly afterForwarding = false,
+    private readonly answer?: (method: string, path: string) => Promise<number | undefined>,
   ) {
     this.server = createServer((req, res) => void this.forward(req, res));
   }
@@ -140,6 +144,11 @@ export class Proxy {
     if (dropping) this.dropped.push(path);
     if (dropping && !this.afterForwarding) {
       req.socket.destroy();
+      return;
+    }
+    const status = this.answer ? await this.answer(req.method ?? '', path) : undefined;
+    if (status !== undefined) {
+      if (!res.destroyed) res.writeHead(status, { 'Content-Type': 'application/json' }).end(JSON.stringify({ error: { code: 'unavailable', message: 'proxy' } }));
       return;
     }
     const headers = { ...req.headers };
