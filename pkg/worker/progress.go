@@ -120,7 +120,7 @@ func LeaseOf(ctx context.Context) (Lease, bool) {
 	rj.w.mu.Lock()
 	defer rj.w.mu.Unlock()
 	until := rj.r.heldUntil
-	if rj.r.expired || rj.r.givenBack {
+	if rj.r.expired || rj.r.givenBack || rj.r.cancelled {
 		until = time.Time{}
 	}
 	return Lease{Token: rj.r.lease.Token, HeldUntil: until}, true

@@ -169,6 +169,9 @@ type running struct {
 	// lease back (the handler's outcome, if any, is dropped); expired when
 	// the lease guard stopped the handler (its outcome is dropped too).
 	returned, givenBack, expired bool
+	// cancelled: the job was cancelled through the API; its lease is gone
+	// on Redis, so LeaseOf reports it not held from that instant.
+	cancelled bool
 	// uncounted (guarded by Worker.mu): finish took it off its queue's
 	// running count (Queue.MaxConcurrency).
 	uncounted bool
@@ -958,6 +961,9 @@ func (w *Worker) watchCancels(ctx context.Context) {
 	for id := range w.q.SubscribeCancels(ctx) {
 		w.mu.Lock()
 		r, ok := w.active[id]
+		if ok {
+			r.cancelled = true
+		}
 		w.mu.Unlock()
 		if ok {
 			w.log.Info("job cancelled while running", "job_id", id)

@@ -190,9 +190,12 @@ func TestCancelActiveJobStopsHandler(t *testing.T) {
 	w := newWorker(e, worker.Config{})
 	started := make(chan struct{})
 	stopped := make(chan error, 1)
+	heldAfterCancel := make(chan bool, 1)
 	w.HandleFunc("block", func(ctx context.Context, _ *job.Job) (any, error) {
 		close(started)
 		<-ctx.Done()
+		l, _ := worker.LeaseOf(ctx)
+		heldAfterCancel <- l.Held(time.Now())
 		stopped <- ctx.Err()
 		return nil, ctx.Err()
 	})
@@ -214,6 +217,11 @@ func TestCancelActiveJobStopsHandler(t *testing.T) {
 	}
 	if got := e.state(t, j.ID); got.State != job.Cancelled {
 		t.Fatalf("state = %s", got.State)
+	}
+	// The lease went with the cancel: Held says so at once, not at the
+	// next renewal.
+	if <-heldAfterCancel {
+		t.Fatal("LeaseOf(ctx).Held is true after the job was cancelled")
 	}
 }
 

@@ -2,7 +2,8 @@
 -- ARGV[6] id, ARGV[7..] more ids (a bulk cancel)
 -- waiting, scheduled or queued: removed from its place (a queued id stays in
 -- its list as a tombstone, see claim.lua); active: its lease is dropped and workers are told (pub/sub) to cancel the running
--- handler, whose late outcome is then refused as stale. Dependents are
+-- handler, whose late outcome is then refused as stale; the lease's token and
+-- expiry stay as `cancelled_lease` for a retry (fenced_due in lib.lua). Dependents are
 -- cancelled too. Returns {'ok', previous state}, {'conflict', state} for a
 -- job already final, or {'not_found'}; with several ids, {'ok', n}: n were
 -- cancelled, the rest (final, or not in this queue) skipped.
@@ -35,6 +36,12 @@ local function cancel_id(id)
     redis.call('HSET', K_TOMB, id, f[4])
     redis.call('HINCRBY', K_STATS, 'tomb_' .. f[4], 1)
   elseif state == 'active' then
+    -- The holder may run on until it hears (fenced_due in lib.lua).
+    local exp = redis.call('ZSCORE', K_LEASES, id)
+    if exp then
+      extra[#extra + 1] = 'cancelled_lease'
+      extra[#extra + 1] = token .. ' ' .. exp
+    end
     end_lease(id, slots)
     redis.call('PUBLISH', CANCEL_CHANNEL, id)
   end

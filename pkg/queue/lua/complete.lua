@@ -42,6 +42,7 @@ for i = 1, n do
   local cur, attempt, jtype, slots, started, rworker = running(id, act[i])
   if cur ~= token then
     out[i] = 'stale'
+    cancel_acknowledged(id, token)
   else
     processed = processed + 1
     if outcome == 'ok' then

@@ -57,6 +57,7 @@ for i = 1, n do
     out[i] = 'ok'
   else
     out[i] = 'stale'
+    cancel_acknowledged(id, token)
   end
 end
 call_chunked('ZADD', K_LEASES, leases)

@@ -891,6 +891,46 @@ local function batch_ended(id, state)
 end
 
 -- finish records a final state on a job hash and its place among finished jobs.
+-- A cancel ends an active job's lease at once, but its holder hears only
+-- at its next renewal (or pub/sub message) and may run on until then: the
+-- cancel keeps the lease's token and expiry in the job hash field
+-- `cancelled_lease` ("<token> <expiry on the lease clock>"). A retry
+-- before that expiry schedules the job for it instead of queueing it
+-- (fenced_due), so that no second attempt starts while the first may still
+-- be trusted, unless the holder acknowledged: a renewal or an outcome or a
+-- release refused for that token (cancel_acknowledged).
+
+-- fenced_due returns when (NOW's clock, ms) a retried job may run again:
+-- nil when no cancelled lease holds it back. It forgets a lease past its
+-- expiry.
+local function fenced_due(id)
+  local rec = redis.call('HGET', JOB .. id, 'cancelled_lease')
+  if not rec then return nil end
+  local exp = tonumber(string.match(rec, ' (%d+)$'))
+  local left = exp and exp - lease_now() or 0
+  if left <= 0 then
+    redis.call('HDEL', JOB .. id, 'cancelled_lease')
+    return nil
+  end
+  return NOW + left
+end
+
+-- cancel_acknowledged: the holder of token heard that its lease is gone
+-- (a call of its with that token was refused). A cancelled lease of that
+-- token no longer holds the job back: a retried job waiting for it is
+-- made due now.
+local function cancel_acknowledged(id, token)
+  local jk = JOB .. id
+  local rec = redis.call('HGET', jk, 'cancelled_lease')
+  if not rec or string.sub(rec, 1, #token + 1) ~= token .. ' ' then return end
+  redis.call('HDEL', jk, 'cancelled_lease')
+  if redis.call('HGET', jk, 'state') == 'scheduled' and redis.call('ZSCORE', K_SCHED, id) then
+    redis.call('ZADD', K_SCHED, NOW, id)
+    redis.call('HSET', jk, 'run_at', NOW_S)
+    redis.call('PUBLISH', WAKE_CHANNEL, NOW_S)
+  end
+end
+
 local function finish(id, state, extra)
   redis.call('HSET', JOB .. id, 'state', state, 'finished_at', NOW_S, unpack(extra))
   batch_ended(id, state)

@@ -23,6 +23,8 @@ for i = 1, n do
     enqueue(id, f[2], f[4], true)
     emit(id, f[1], 'queued', 'queued', attempt, worker or f[3], 'released by worker shutdown')
     released = released + 1
+  elseif f[1] then
+    cancel_acknowledged(id, token)
   end
 end
 signal(released)

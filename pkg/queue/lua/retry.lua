@@ -8,6 +8,9 @@
 -- ended long ago (only ended jobs are pruned) and counts as done. A
 -- dependency of another queue ("<queue>|<id>") is waited for again: the
 -- poller settles it.
+-- A job cancelled while it ran, whose holder may not have heard yet, is
+-- scheduled for its cancelled lease's expiry instead of queued (fenced_due
+-- in lib.lua).
 -- Returns {'ok', requeued} — ids that do not qualify are skipped —
 -- or, when n = 1, {'conflict', state[, why]} / {'not_found'} for that one id.
 local dead_only = ARGV[6] == 'dead'
@@ -52,6 +55,8 @@ for i = 1, n do
       redis.call('HDEL', jk, 'finished_at', 'started_at', 'worker_id', 'result')
       -- A member of a batch is live again: its next end is reported.
       if redis.call('HEXISTS', jk, 'batch') == 1 then batch_member_live(id) end
+      local fdue = nil
+      if #pending == 0 then fdue = fenced_due(id) end
       if #pending > 0 then
         -- A tombstone left in a list, if any, is dropped by the claim that
         -- meets it (the job is not queued).
@@ -66,6 +71,16 @@ for i = 1, n do
         end
         if remote then redis.call('SADD', QK .. 'rwait', id) end
         emit(id, f[1], 'retried', 'waiting', 0, '', '')
+        count = count + 1
+      elseif fdue then
+        -- Cancelled while running, its holder not yet told: it waits for
+        -- the lease's expiry, or for the holder's acknowledgement.
+        local due = fdue
+        redis.call('HSET', jk, 'state', 'scheduled', 'attempt', '0', 'token', '', 'run_at', ms(due))
+        local before = earliest()
+        redis.call('ZADD', K_SCHED, ms(due), id)
+        wake_poller(before, due)
+        emit(id, f[1], 'retried', 'scheduled', 0, '', 'waits until the cancelled attempt\'s lease can no longer be trusted')
         count = count + 1
       else
         redis.call('HSET', jk, 'state', 'queued', 'attempt', '0', 'token', '', 'run_at', NOW_S)
