@@ -31,7 +31,14 @@ func (c *Client) masterOf(ctx context.Context, k *queueKeys) (*redis.Client, err
 
 // replicasToWait is how many replicas a submit to the queue of keys k
 // waits for (Options.WaitReplicas; for WaitReplicasAuto, every replica the
-// master reports connected).
+// master had: the most it was seen with under its replication id, kept in
+// the queue's slot in the hash sundial:{q}:replicas, or more if it reports
+// more connected now). A replica cut off (a partition, a crash) still
+// counts: the master reports it gone, and a submit acknowledged without it
+// would be lost if a failover promoted it. Such submits answer
+// ErrNotReplicated until it is back (docs/operations.md, "Redis
+// failover"). A replica promoted by a failover has a replication id of its
+// own, so it counts from the replicas it has.
 func (c *Client) replicasToWait(ctx context.Context, k *queueKeys) int {
 	if c.opts.WaitReplicas != WaitReplicasAuto {
 		return c.opts.WaitReplicas
@@ -62,6 +69,9 @@ func (c *Client) replicasToWait(ctx context.Context, k *queueKeys) int {
 	} else if v, err := strconv.Atoi(infoField(info, "connected_slaves")); err == nil {
 		n = min(max(v, 0), 16)
 	}
+	if err == nil {
+		n = c.mostReplicasSeen(ctx, node, k, infoField(info, "master_replid"), n)
+	}
 	c.replicaMu.Lock()
 	if c.replicaSeen == nil {
 		c.replicaSeen = map[string]replicaCount{}
@@ -69,6 +79,26 @@ func (c *Client) replicasToWait(ctx context.Context, k *queueKeys) int {
 	c.replicaSeen[addr] = replicaCount{n: n, at: now}
 	c.replicaMu.Unlock()
 	return n
+}
+
+// mostReplicasSeen returns the most replicas the master of k's slot was
+// seen with under its replication id replid (the hash sundial:{q}:replicas),
+// raised to connected when that is more. On an error it answers connected, or 1 when that is 0 (the
+// submit finds out).
+func (c *Client) mostReplicasSeen(ctx context.Context, node *redis.Client, k *queueKeys, replid string, connected int) int {
+	if replid == "" {
+		return connected
+	}
+	key := k.tag + "replicas"
+	seen, err := node.HGet(ctx, key, replid).Int()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return max(connected, 1)
+	}
+	if connected > seen {
+		_ = node.HSet(ctx, key, replid, connected).Err() // not kept: the next read tries again
+		return connected
+	}
+	return seen
 }
 
 // replicaCount is what replicasToWait last read of a master.

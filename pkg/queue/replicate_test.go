@@ -97,9 +97,11 @@ func TestDuplicateSubmitWaitsForReplicasToo(t *testing.T) {
 	}
 }
 
-// WaitReplicasAuto waits for the replicas the master has (one here), and for
-// none once it has none (a master without replicas loses nothing to a
-// failover); the binaries' default (issue 33, item 4).
+// WaitReplicasAuto waits for the replicas the master had (one here): a
+// replica that is gone (cut off, killed) still counts, since a failover
+// could promote it without the submits acknowledged meanwhile; they answer
+// ErrNotReplicated until it is back. The binaries' default (issues 33 and
+// 46).
 func TestWaitReplicasAuto(t *testing.T) {
 	t.Parallel()
 	master, replica := startReplicated(t)
@@ -128,8 +130,33 @@ func TestWaitReplicasAuto(t *testing.T) {
 		t.Fatalf("submit with a frozen replica = %v, want ErrNotReplicated", err)
 	}
 	replica.Resume()
-	replica.Kill() // gone: submits go through on the master alone
-	queuetest.Eventually(t, 10*time.Second, "a submit with no replica left", func() bool { return submit() == nil })
+	replica.Kill() // gone (connected_slaves:0): still waited for
+	queuetest.Eventually(t, 10*time.Second, "the master to report its replica gone", func() bool {
+		info, _ := master.Client().Info(ctx, "replication").Result()
+		return strings.Contains(info, "connected_slaves:0")
+	})
+	for range 10 {
+		if err := submit(); !errors.Is(err, queue.ErrNotReplicated) {
+			t.Fatalf("submit with the only replica gone = %v, want ErrNotReplicated (it would be lost in a failover to that replica)", err)
+		}
+	}
+	replica.Restart()
+	queuetest.Eventually(t, 20*time.Second, "a submit once the replica is back", func() bool { return submit() == nil })
+}
+
+// TestWaitReplicasAutoNone: a master that never had a replica (a single
+// Redis) waits for none.
+func TestWaitReplicasAutoNone(t *testing.T) {
+	t.Parallel()
+	srv := queuetest.Start(t)
+	q := queue.New(srv.Client(), queue.Options{WaitReplicas: queue.WaitReplicasAuto, WaitTimeout: 300 * time.Millisecond})
+	j, err := (&job.Spec{Queue: queuetest.Name("none"), Type: "t"}).Build(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Submit(context.Background(), []*job.Job{j}); err != nil {
+		t.Fatalf("submit to a Redis without replicas: %v", err)
+	}
 }
 
 // startReplicated starts a master and a replica of it, in sync.
