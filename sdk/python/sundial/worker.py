@@ -217,6 +217,9 @@ class Worker:
         self._running: Dict[str, _Attempt] = {}
         self._stopping = threading.Event()
         self._claim_slot = ConnectionSlot()
+        self._guard_wake = threading.Event()
+        self._guard_at = float("inf")  # when the guard wakes next (on _now); under _cond
+        self._guard_started = False
 
     # Handlers
 
@@ -286,6 +289,7 @@ class Worker:
         """Asks :meth:`run` to stop (as SIGTERM does); returns at once."""
         self._stopping.set()
         self._claim_slot.abort()
+        self._guard_wake.set()
         with self._cond:
             self._cond.notify_all()
 
@@ -340,9 +344,8 @@ class Worker:
         att = _Attempt(self, job, lease, claim_sent)
         with self._cond:
             self._running[att.ctx.id] = att
+            self._watch(att)
         threading.Thread(target=self._heartbeat_loop, args=(att,), name=f"sundial-lease-{att.ctx.id}",
-                         daemon=True).start()
-        threading.Thread(target=self._guard, args=(att,), name=f"sundial-guard-{att.ctx.id}",
                          daemon=True).start()
         threading.Thread(target=self._execute, args=(att, _now() - claim_sent),
                          name=f"sundial-job-{att.ctx.id}", daemon=True).start()
@@ -362,19 +365,35 @@ class Worker:
             log.warning("job %s: giving the lease back failed (%s); it runs again once the lease expires",
                         att.ctx.id, exc)
 
-    @staticmethod
-    def _guard(att: _Attempt) -> None:
-        """The lease guard: marks the attempt lost once its lease can no
-        longer be trusted, on time even while a renewal hangs, since it
-        waits for no answer. It sleeps until the bound, and again while
-        accepted renewals move it; it ends with the attempt."""
-        while not att.lost:
-            left = att.trusted_until - _now()
-            if left <= 0:
-                att.expired()
-                return
-            if att.done.wait(left):
-                return
+    def _watch(self, att: _Attempt) -> None:
+        """Puts a new attempt under the lease guard (called under _cond):
+        wakes the guard when its bound comes before the guard's next wake,
+        and starts the guard with the first attempt."""
+        if att.trusted_until < self._guard_at:
+            self._guard_at = att.trusted_until
+            self._guard_wake.set()
+        if not self._guard_started:
+            self._guard_started = True
+            threading.Thread(target=self._guard, name="sundial-lease-guard", daemon=True).start()
+
+    def _guard(self) -> None:
+        """The lease guard, one thread for all running attempts: marks lost
+        each whose lease can no longer be trusted, on time even while its
+        renewal hangs, since it waits for no answer. It sleeps until the
+        earliest bound, then looks again (accepted renewals move bounds
+        later); a new attempt with an earlier bound wakes it. It ends once
+        the worker stopped and nothing runs."""
+        while True:
+            with self._cond:
+                if self._stopping.is_set() and not self._running:
+                    return
+                attempts = list(self._running.values())
+            live = [att for att in attempts if not att.expired()]
+            with self._cond:
+                self._guard_at = min((att.trusted_until for att in live), default=float("inf"))
+                left = self._guard_at - _now()
+            self._guard_wake.wait(max(0.0, left) if left != float("inf") else None)
+            self._guard_wake.clear()
 
     def _heartbeat_loop(self, att: _Attempt) -> None:
         while not att.done.wait(att.ttl / 3):
