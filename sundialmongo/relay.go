@@ -10,6 +10,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/sundialhq/sundial/internal/outbox"
 	"github.com/sundialhq/sundial/pkg/queue"
@@ -48,7 +50,7 @@ func NewRelay(db *mongo.Database, q *queue.Client, cfg RelayConfig) *Relay {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 200 * time.Millisecond
 	}
-	s := &store{c: db.Collection(Collection)}
+	s := &store{c: db.Collection(Collection, relayConcerns)}
 	return &Relay{store: s, r: outbox.New(s, q, outbox.Config{
 		ID: cfg.ID, LockKey: cfg.LockKey, LockTTL: cfg.LockTTL, PollInterval: cfg.PollInterval,
 		Batch: cfg.Batch, Logger: cfg.Logger,
@@ -77,6 +79,13 @@ func (r *Relay) Ping(ctx context.Context) error {
 	_, err := r.store.Oldest(ctx)
 	return err
 }
+
+// relayConcerns are the relay's read and write concerns: it reads with
+// "majority", so that it relays only documents whose transaction a
+// failover cannot roll back (with "local" a commit not yet on a majority
+// could be relayed, then undone: a job in Redis whose order never
+// happened), and deletes with "majority".
+var relayConcerns = options.Collection().SetReadConcern(readconcern.Majority()).SetWriteConcern(writeconcern.Majority())
 
 // store is the outbox collection of one database.
 type store struct{ c *mongo.Collection }

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/sundialhq/sundial"
 	"github.com/sundialhq/sundial/internal/mongotest"
@@ -164,5 +166,52 @@ func TestPollerRefusesFerretDB(t *testing.T) {
 	}
 	if p.ExitCode() == 0 || !strings.Contains(p.Output(), "FerretDB") || !strings.Contains(p.Output(), "no transactions") {
 		t.Errorf("exit %d, output:\n%s", p.ExitCode(), p.Output())
+	}
+}
+
+// The relay reads with read concern "majority" (and deletes with write
+// concern "majority"): a commit that a failover rolls back must not have
+// been relayed. The commands it sends say so.
+func TestRelayReadsMajority(t *testing.T) {
+	uri, dbName := mongotest.Start(t)
+	var mu sync.Mutex
+	concerns := map[string]string{}
+	mon := &event.CommandMonitor{Started: func(_ context.Context, ev *event.CommandStartedEvent) {
+		if ev.CommandName != "find" && ev.CommandName != "delete" {
+			return
+		}
+		key := "readConcern"
+		if ev.CommandName == "delete" {
+			key = "writeConcern"
+		}
+		level := ""
+		if v, err := ev.Command.LookupErr(key); err == nil {
+			doc, _ := v.Document().Elements()
+			for _, el := range doc {
+				if el.Key() == "level" || el.Key() == "w" {
+					level = el.Value().String()
+				}
+			}
+		}
+		mu.Lock()
+		concerns[ev.CommandName] = level
+		mu.Unlock()
+	}}
+	mc, err := mongo.Connect(options.Client().ApplyURI(uri).SetMonitor(mon))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mc.Disconnect(context.Background()) })
+	srv := queuetest.Start(t)
+	e := &env{ctx: context.Background(), db: mc.Database(dbName), redis: srv, q: queue.New(srv.Client(), queue.Options{})}
+	e.insert(t, sundial.Job{Type: "a"})
+	r := sundialmongo.NewRelay(e.db, e.q, sundialmongo.RelayConfig{})
+	if n, err := r.RelayOnce(e.ctx); err != nil || n != 1 {
+		t.Fatalf("RelayOnce = %d, %v", n, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(concerns["find"], "majority") || !strings.Contains(concerns["delete"], "majority") {
+		t.Fatalf("the relay's concerns: find %q, delete %q; want majority", concerns["find"], concerns["delete"])
 	}
 }
