@@ -509,3 +509,54 @@ func TestClaimsWaitALeaseTTLAfterARestart(t *testing.T) {
 		t.Fatalf("claimed %v after the restart; want no claim for a lease TTL (%v)", d, ttl)
 	}
 }
+
+// SUNDIAL_LEASE_TTL is per process: after a restart, the quarantine must
+// last the longest TTL any process granted, not the claimer's own, and a
+// renewal by a process with a shorter TTL (an API pod answering an HTTP
+// worker's heartbeat) must not shorten a lease another granted.
+func TestQuarantineAndRenewalsUseTheLongestTTL(t *testing.T) {
+	t.Parallel()
+	srv := queuetest.Start(t)
+	ctx := context.Background()
+	const long, short = 3 * time.Second, 1 * time.Second
+	qLong := queue.New(srv.Client(), queue.Options{LeaseTTL: long})
+	qShort := queue.New(srv.Client(), queue.Options{LeaseTTL: short})
+	submit := func() {
+		j, err := (&job.Spec{Type: "t"}).Build(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := qShort.Submit(ctx, []*job.Job{j}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit()
+	l, err := qLong.Claim(ctx, "default", 1, "w-long")
+	if err != nil || len(l) != 1 {
+		t.Fatalf("claim: %v, %v", l, err)
+	}
+	// The short-TTL process renews the long lease: it keeps its length.
+	if held, err := qShort.Extend(ctx, "default", l); err != nil || !held[0] {
+		t.Fatalf("renewal: %v %v", held, err)
+	}
+	exp, err := srv.Client().ZScore(ctx, queue.QueueKey("default", "leases"), l[0].Job.ID).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, _ := srv.Client().Time(ctx).Result()
+	if left := time.Duration(int64(exp)-tm.UnixMilli()) * time.Millisecond; left < long-500*time.Millisecond {
+		t.Fatalf("after a renewal by a %v process the %v lease has %v left", short, long, left)
+	}
+	submit()
+	srv.Restart()
+	restarted := time.Now()
+	queuetest.Eventually(t, 10*time.Second, "Redis back", func() bool { return srv.Client().Ping(ctx).Err() == nil })
+	var got []queue.Lease
+	queuetest.Eventually(t, 15*time.Second, "a claim after the restart", func() bool {
+		got, err = qShort.Claim(ctx, "default", 1, "w-short")
+		return err == nil && len(got) == 1
+	})
+	if d := time.Since(restarted); d < long-600*time.Millisecond {
+		t.Fatalf("the %v process claimed %v after the restart; a %v lease may still have been trusted", short, d.Round(time.Millisecond), long)
+	}
+}

@@ -43,7 +43,7 @@
 local call_id = string.sub(ARGV[11] or '', 1, 12)
 local rec = claim_record(ARGV[7], call_id)
 if rec then return (replay_claim(rec, ARGV[11])) end
-if quarantined(tonumber(ARGV[8])) then
+if quarantined(longest_ttl(tonumber(ARGV[8]))) then
   redis.call('DEL', K_SIGNAL) -- callers block until a submit or their wait ends
   return {}
 end

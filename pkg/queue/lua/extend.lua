@@ -16,7 +16,9 @@
 -- 'late' when the attempt is past its timeout and grace: the holder must
 -- stop, and its outcome is accepted only until the lease runs out. The
 -- last element is the new expiry (lease clock, ms).
-local ttl = tonumber(ARGV[6])
+-- The longest TTL in use in the queue, not only the caller's (longest_ttl
+-- in lib.lua): a renewal never shortens a lease another process granted.
+local ttl = longest_ttl(tonumber(ARGV[6]))
 local grace = tonumber(ARGV[7])
 local n = tonumber(ARGV[8])
 local expiry = lease_now() + ttl

@@ -208,6 +208,33 @@ end
 -- failover (that perhaps lagged), it is empty.
 local BOOTED = {}
 
+-- MAXTTL caches, per queue prefix, the longest lease TTL in use
+-- (longest_ttl): {ttl = ms, at = lease clock ms when read}.
+local MAXTTL = {}
+
+-- longest_ttl returns the longest lease TTL (ms) granted or renewed in this
+-- queue lately: ttl, the caller's, or a longer one another process uses
+-- (SUNDIAL_LEASE_TTL is per process). It is kept in QK..'ttl', which a
+-- caller with the longest TTL refreshes (it expires three of those TTLs
+-- after the last claim or renewal with it, when no lease of that length
+-- can be left), read at most once a second per queue. The restart
+-- quarantine waits for it, and a renewal grants it, so that a process with
+-- a shorter TTL (an API pod renewing an HTTP worker's lease) never shortens
+-- a lease another one granted (docs/operations.md, "Leases").
+local function longest_ttl(ttl)
+  local now = lease_now()
+  local c = MAXTTL[QK]
+  if LIBRARY and c and ttl <= c.ttl and now < c.at + 1000 then return c.ttl end
+  local key = QK .. 'ttl'
+  local m = tonumber(redis.call('GET', key) or '0') or 0
+  if ttl >= m then
+    redis.call('SET', key, ms(ttl), 'PX', ms(3 * ttl))
+    m = ttl
+  end
+  if LIBRARY then MAXTTL[QK] = {ttl = m, at = now} end
+  return m
+end
+
 -- quarantined tells whether claims of this queue must wait: a server that
 -- restarted or took over may have forgotten leases it granted, so a job it
 -- holds as queued (or whose restored lease looks expired) may still run
@@ -215,7 +242,8 @@ local BOOTED = {}
 -- TTL of its last accepted renewal (pkg/worker's lease guard), so no claim
 -- is granted until a lease TTL (ttl, ms) after the first claim this
 -- server saw of a queue that had granted leases before (its fence
--- counter exists). A queue never claimed from waits for nothing, nor do
+-- counter exists); ttl is the longest TTL in use (longest_ttl), not only
+-- the caller's. A queue never claimed from waits for nothing, nor do
 -- the plain scripts of the EVALSHA fallback, which keep no state
 -- (docs/operations.md, "Leases").
 local function quarantined(ttl)
