@@ -238,7 +238,13 @@ func (c *Client) addMembers(ctx context.Context, id string, jobs []*job.Job, sea
 // looks for callbacks due. Done before every call that may make one due
 // (a seal, a cancel), so that a crash right after it leaves none unseen.
 func (c *Client) openBatch(ctx context.Context, id string) error {
-	if err := c.rdb.SAdd(ctx, keyBatchesOpen, id).Err(); err != nil {
+	err := c.replicated(ctx, keyBatchesOpen, "", func(conn *redis.Conn) error {
+		if conn == nil {
+			return c.rdb.SAdd(ctx, keyBatchesOpen, id).Err()
+		}
+		return conn.SAdd(ctx, keyBatchesOpen, id).Err()
+	})
+	if err != nil {
 		return fmt.Errorf("batch: %w", err)
 	}
 	return nil
@@ -252,7 +258,17 @@ func (c *Client) batchCall(ctx context.Context, id, what string, cb [2]string, p
 	for _, p := range pairs {
 		args = append(args, p)
 	}
-	res, err := c.call(ctx, c.rdb, c.scripts.batchAdd, batchKeys(id), args).StringSlice()
+	keys := batchKeys(id)
+	var res []string
+	err := c.replicated(ctx, keys[0], "", func(conn *redis.Conn) error {
+		var r scripter = c.rdb
+		if conn != nil {
+			r = conn
+		}
+		var err error
+		res, err = c.call(ctx, r, c.scripts.batchAdd, keys, args).StringSlice()
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("batch: %w", err)
 	}

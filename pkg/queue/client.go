@@ -112,6 +112,7 @@ type Client struct {
 
 	replicaMu   sync.Mutex
 	replicaSeen map[string]replicaCount // master address → replicas to wait for
+	replicaMost map[string]int          // master address and replication id → the most replicas seen
 
 	mu         sync.Mutex
 	keys       map[string]*queueKeys

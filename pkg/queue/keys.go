@@ -113,6 +113,9 @@ const keyBatchesSettled = prefix + "batches:settled"
 // Their hash tag "{batch.<id>}" is no queue's (queue names have no '.'):
 // a batch lives in its own slot, wherever its members' queues live.
 func batchKeys(id string) []string {
-	tag := prefix + "{batch." + id + "}:"
+	tag := batchTag(id)
 	return []string{tag + "meta", tag + "members", tag + "queues", tag + "done"}
 }
+
+// batchTag is the start of batch id's keys, its hash tag included.
+func batchTag(id string) string { return prefix + "{batch." + id + "}:" }

@@ -18,13 +18,13 @@ import (
 // caller should retry with the same idempotency key.
 var ErrNotReplicated = errors.New("write not acknowledged by enough Redis replicas")
 
-// masterOf returns the client of the master of k's slot.
-func (c *Client) masterOf(ctx context.Context, k *queueKeys) (*redis.Client, error) {
+// masterOf returns the client of the master of key's slot.
+func (c *Client) masterOf(ctx context.Context, key string) (*redis.Client, error) {
 	switch r := c.rdb.(type) {
 	case *redis.Client: // one server, or Sentinel's failover client
 		return r, nil
 	case *redis.ClusterClient:
-		return r.MasterForKey(ctx, k.all[0])
+		return r.MasterForKey(ctx, key)
 	}
 	return nil, fmt.Errorf("WaitReplicas needs a redis.Client or redis.ClusterClient, not %T", c.rdb)
 }
@@ -40,6 +40,12 @@ func (c *Client) masterOf(ctx context.Context, k *queueKeys) (*redis.Client, err
 // failover"). A replica promoted by a failover has a replication id of its
 // own, so it counts from the replicas it has.
 func (c *Client) replicasToWait(ctx context.Context, k *queueKeys) int {
+	return c.replicasFor(ctx, k.all[0], k.tag)
+}
+
+// replicasFor is replicasToWait for the slot of key, whose keys begin
+// with tag (a queue's, or a batch's).
+func (c *Client) replicasFor(ctx context.Context, key, tag string) int {
 	if c.opts.WaitReplicas != WaitReplicasAuto {
 		return c.opts.WaitReplicas
 	}
@@ -50,7 +56,7 @@ func (c *Client) replicasToWait(ctx context.Context, k *queueKeys) int {
 		// through it wait for none, as before auto was the default.
 		return 0
 	}
-	node, err := c.masterOf(ctx, k)
+	node, err := c.masterOf(ctx, key)
 	if err != nil {
 		return 1 // the submit finds out
 	}
@@ -70,7 +76,7 @@ func (c *Client) replicasToWait(ctx context.Context, k *queueKeys) int {
 		n = min(max(v, 0), 16)
 	}
 	if err == nil {
-		n = c.mostReplicasSeen(ctx, node, k, infoField(info, "master_replid"), n)
+		n = c.mostReplicasSeen(ctx, node, tag, infoField(info, "master_replid"), n)
 	}
 	c.replicaMu.Lock()
 	if c.replicaSeen == nil {
@@ -82,21 +88,34 @@ func (c *Client) replicasToWait(ctx context.Context, k *queueKeys) int {
 }
 
 // mostReplicasSeen returns the most replicas the master of k's slot was
-// seen with under its replication id replid (the hash sundial:{q}:replicas),
-// raised to connected when that is more. On an error it answers connected, or 1 when that is 0 (the
+// seen with under its replication id replid: by this client, and, for a
+// queue's slot (tag not ""), by any (the hash sundial:{q}:replicas, which
+// outlives a restart of the process). A batch's slot has no such key (it
+// would be one more per batch): its writes wait for what this process saw. On an error it answers connected, or 1 when that is 0 (the
 // submit finds out).
-func (c *Client) mostReplicasSeen(ctx context.Context, node *redis.Client, k *queueKeys, replid string, connected int) int {
+func (c *Client) mostReplicasSeen(ctx context.Context, node *redis.Client, tag, replid string, connected int) int {
 	if replid == "" {
 		return connected
 	}
-	key := k.tag + "replicas"
+	mem := node.Options().Addr + " " + replid
+	c.replicaMu.Lock()
+	if c.replicaMost == nil {
+		c.replicaMost = map[string]int{}
+	}
+	most := max(c.replicaMost[mem], connected)
+	c.replicaMost[mem] = most
+	c.replicaMu.Unlock()
+	if tag == "" {
+		return most
+	}
+	key := tag + "replicas"
 	seen, err := node.HGet(ctx, key, replid).Int()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return max(connected, 1)
+		return max(most, 1)
 	}
-	if connected > seen {
-		_ = node.HSet(ctx, key, replid, connected).Err() // not kept: the next read tries again
-		return connected
+	if most > seen {
+		_ = node.HSet(ctx, key, replid, most).Err() // not kept: the next read tries again
+		return most
 	}
 	return seen
 }
@@ -145,7 +164,7 @@ func (c *Client) runReplicated(ctx context.Context, s *script, k *queueKeys, cmd
 }
 
 func (c *Client) runAndWait(ctx context.Context, s *script, k *queueKeys, cmd []any, submitted, replicas int) ([]string, error) {
-	node, err := c.masterOf(ctx, k)
+	node, err := c.masterOf(ctx, k.all[0])
 	if err != nil {
 		return nil, err
 	}
@@ -176,4 +195,36 @@ func (c *Client) runAndWait(ctx context.Context, s *script, k *queueKeys, cmd []
 		return nil, fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, acked, replicas, c.opts.WaitTimeout)
 	}
 	return res, nil
+}
+
+// replicated runs write on a connection of its own to the master of key's
+// slot (keys beginning with tag, "" for a slot that is not a queue's) and then, with Options.WaitReplicas, WAITs
+// there for the replicas a submit waits for: a batch's creation, members
+// and seal are acknowledged only once they would survive a failover, as
+// its members' submits are (ErrNotReplicated otherwise).
+func (c *Client) replicated(ctx context.Context, key, tag string, write func(conn *redis.Conn) error) error {
+	n := 0
+	if c.opts.WaitReplicas != 0 {
+		n = c.replicasFor(ctx, key, tag)
+	}
+	if n == 0 {
+		return write(nil)
+	}
+	node, err := c.masterOf(ctx, key)
+	if err != nil {
+		return err
+	}
+	conn := node.Conn()
+	defer conn.Close()
+	if err := write(conn); err != nil {
+		return err
+	}
+	acked, err := conn.Wait(ctx, n, c.opts.WaitTimeout).Result()
+	if err != nil {
+		return fmt.Errorf("%w: WAIT: %v", ErrNotReplicated, err)
+	}
+	if int(acked) < n {
+		return fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, acked, n, c.opts.WaitTimeout)
+	}
+	return nil
 }

@@ -172,3 +172,35 @@ func startReplicated(t *testing.T) (master, replica *queuetest.Server) {
 	})
 	return master, replica
 }
+
+// A batch's seal waits for replicas as its members' submits do: a seal
+// acknowledged on the master alone could be lost in a failover that keeps
+// the members, leaving a batch answered 201 whose callbacks never fire.
+func TestBatchSealWaitsForReplicas(t *testing.T) {
+	t.Parallel()
+	master, replica := startReplicated(t)
+	ctx := context.Background()
+	q := queue.New(master.Client(), queue.Options{WaitReplicas: queue.WaitReplicasAuto, WaitTimeout: 300 * time.Millisecond})
+	name := queuetest.Name("bseal")
+	j, err := (&job.Spec{Queue: name, Type: "t"}).Build(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := queuetest.Name("b")
+	if _, _, err := q.CreateBatch(ctx, queue.BatchSpec{ID: id, Jobs: []*job.Job{j}, Open: true}); err != nil {
+		t.Fatalf("an open batch with its member: %v", err)
+	}
+	replica.Pause() // connected, acknowledging nothing
+	_, _, err = q.AddToBatch(ctx, id, nil, true)
+	if !errors.Is(err, queue.ErrNotReplicated) {
+		t.Fatalf("a seal no replica acknowledged = %v, want ErrNotReplicated", err)
+	}
+	replica.Resume()
+	// Sealing again (the client's retry) is acknowledged once replicated.
+	queuetest.Eventually(t, 10*time.Second, "the seal acknowledged and replicated", func() bool {
+		if _, _, err := q.AddToBatch(ctx, id, nil, true); err != nil && !errors.Is(err, queue.ErrBatchSealed) {
+			return false
+		}
+		return replica.Client().HGet(ctx, "sundial:{batch."+id+"}:meta", "sealed").Val() == "1"
+	})
+}
