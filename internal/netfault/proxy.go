@@ -101,6 +101,13 @@ func (p *Proxy) DropReply(pattern string, n int) {
 	p.drops = append(p.drops, &drop{pattern: []byte(pattern), left: n})
 }
 
+// Disarm forgets the lost replies still armed.
+func (p *Proxy) Disarm() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.drops = nil
+}
+
 // takeDrop tells whether the client's bytes b must lose their reply, and
 // counts the armed drop down.
 func (p *Proxy) takeDrop(b []byte) bool {

@@ -4,7 +4,13 @@
 // and restart of workers, pollers, APIs and Redis (AOF, fsync always),
 // SIGTERM of workers with jobs in flight, a worker, poller or API cut off
 // from Redis (a proxy stalls its connections) or frozen (SIGSTOP) for
-// longer than a lease, MongoDB stopped for a while. At the end every
+// longer than a lease, MongoDB stopped for a while; and the ambiguous
+// faults: a reply dropped after Redis ran the command (a proxy forwards a
+// script call, drops its answer and resets the connection, so go-redis
+// sends it again), Redis itself stopped with SIGSTOP (it accepts bytes and
+// answers nothing), an operator cancelling and retrying jobs while they
+// run (one by one and in bulk), and workers with different lease TTLs.
+// At the end every
 // acknowledged job is accounted for, in Redis and in the history, and no
 // two runs of one job overlapped in time at the sink (internal/runsink),
 // which records runs outside Redis.
@@ -108,6 +114,14 @@ var kinds = []kind{
 			{"name": "d", "job": map[string]any{"type": "sundial.echo", "queue": soakQueue, "max_attempts": 25, "backoff": retry}, "after": []string{"b", "c"}},
 		}
 	}},
+	{"operator", job.Succeeded, func(r *rand.Rand) []map[string]any {
+		// A fenced run long enough for an operator to cancel and retry it
+		// while it runs (stack.operate): the retry must not start while
+		// the cancelled run may still go on at the sink.
+		return []map[string]any{{"type": "sundial.http", "max_attempts": 25,
+			"payload": map[string]any{"method": "POST", "url": fmt.Sprintf("%s/run?ms=%d", sinkURL, 300+r.IntN(600))},
+			"backoff": map[string]any{"base_seconds": 0.05, "max_seconds": 0.5}}}
+	}},
 	{"chain", job.Succeeded, func(r *rand.Rand) []map[string]any {
 		return []map[string]any{
 			{"type": "sundial.echo", "max_attempts": 25},
@@ -204,7 +218,9 @@ func startStack(t *testing.T) *stack {
 		s.apis = append(s.apis, start("api", "SUNDIAL_HTTP_ADDR="+addr))
 		s.URLs = append(s.URLs, "http://"+addr)
 		s.pollers = append(s.pollers, start("poller"))
-		s.workers = append(s.workers, start("worker", fmt.Sprintf("SUNDIAL_WORKER_ID=soak-worker-%d", i)))
+		// The workers' lease TTLs differ (1 s and 2 s): the restart
+		// quarantine and renewals must follow the longest.
+		s.workers = append(s.workers, start("worker", fmt.Sprintf("SUNDIAL_WORKER_ID=soak-worker-%d", i), fmt.Sprintf("SUNDIAL_LEASE_TTL=%ds", i+1)))
 	}
 	for _, u := range s.URLs {
 		queuetest.Eventually(t, 30*time.Second, "the API at "+u, func() bool { return proctest.Ready(s.HTTP, u) })
@@ -304,6 +320,9 @@ func (s *stack) submit(t *testing.T, r *rand.Rand, k kind, seq string, l *ledger
 	for _, id := range ids {
 		l.add(tracked{id: id, kind: k.name, final: k.final})
 	}
+	if k.name == "operator" {
+		return ids, s.operate(r, ids[0])
+	}
 	if k.final == job.Cancelled {
 		code, b, err := s.Call("POST", "/v1/jobs/"+ids[0]+"/cancel", map[string]any{}, 60*time.Second)
 		if err == nil && code == http.StatusConflict {
@@ -320,6 +339,43 @@ func (s *stack) submit(t *testing.T, r *rand.Rand, k kind, seq string, l *ledger
 		}
 	}
 	return ids, nil
+}
+
+// operated counts operate's cancel-then-retry actions.
+var operated atomic.Int64
+
+// operate acts on job id as an operator would while it runs: once it is
+// active (or after a while), cancel it and retry it at once, one by one or
+// through the bulk route. The job must still end succeeded, and its runs at
+// the sink must never overlap: the retry waits for the cancelled lease.
+func (s *stack) operate(r *rand.Rand, id string) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		code, b, err := s.Call("GET", "/v1/jobs/"+id, nil, 30*time.Second)
+		var j job.Job
+		if err == nil && code == http.StatusOK && json.Unmarshal(b, &j) == nil && j.State != job.Queued && j.State != job.Scheduled {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	bulk := r.IntN(2) == 0
+	act := func(action string) (int, []byte, error) {
+		if bulk {
+			return s.Call("POST", "/v1/queues/"+soakQueue+"/jobs/bulk", map[string]any{"action": action, "ids": []string{id}}, 60*time.Second)
+		}
+		return s.Call("POST", "/v1/jobs/"+id+"/"+action, map[string]any{}, 60*time.Second)
+	}
+	// A 409 says the job already ended (succeeded before the cancel) or the
+	// cancel's first answer was lost: the job is checked at the end.
+	if code, b, err := act("cancel"); err != nil || (code != http.StatusOK && code != http.StatusConflict) {
+		return fmt.Errorf("cancel %s: %d %s %v", id, code, b, err)
+	}
+	code, b, err := act("retry")
+	if err != nil || (code != http.StatusOK && code != http.StatusConflict) {
+		return fmt.Errorf("retry %s: %d %s %v", id, code, b, err)
+	}
+	operated.Add(1)
+	return nil
 }
 
 // submitWorkflow submits steps as one workflow named seq: its steps'
@@ -403,6 +459,28 @@ var faults = []fault{
 	}},
 	{"poller SIGSTOP", 1, func(t *testing.T, s *stack, r *rand.Rand) {
 		freeze(s.pollers[r.IntN(len(s.pollers))], r)
+	}},
+	// A reply lost after Redis ran the command: the proxy of a process
+	// forwards one of its script calls, drops the answer and resets the
+	// connection; go-redis sends the call again.
+	{"lost reply", 4, func(t *testing.T, s *stack, r *rand.Rand) {
+		procs := append(append(slices.Clone(s.workers), s.pollers...), s.apis...)
+		p := procs[r.IntN(len(procs))]
+		scripts := []string{"submit", "claim", "cycle", "complete", "extend", "promote", "reclaim", "cancel", "retry", "release"}
+		px := s.proxies[p]
+		before := px.Dropped.Load()
+		px.DropReply("_"+scripts[r.IntN(len(scripts))]+"\r\n", 1+r.IntN(3))
+		deadline := time.Now().Add(3 * time.Second)
+		for time.Now().Before(deadline) && px.Dropped.Load() == before {
+			time.Sleep(10 * time.Millisecond)
+		}
+		px.Disarm()
+	}},
+	// Redis frozen: it accepts connections and bytes and answers nothing.
+	{"redis SIGSTOP", 1, func(t *testing.T, s *stack, r *rand.Rand) {
+		s.redis.Pause()
+		pause(r, 500*time.Millisecond, 3*time.Second)
+		s.redis.Resume()
 	}},
 	{"mongodb down", 1, func(t *testing.T, s *stack, r *rand.Rand) {
 		s.mongo.Kill()
@@ -565,6 +643,10 @@ func TestSoak(t *testing.T) {
 	rep.faults, rep.recovery = counts, recovery
 	rep.mostHeld = mostHeld.Load()
 	rep.overlapping, rep.sinkRuns, rep.fencedOff = sk.Overlaps(t)
+	for _, px := range s.proxies {
+		rep.repliesDropped += px.Dropped.Load()
+	}
+	rep.operated = operated.Load()
 	rep.print(t, cfg)
 	if rep.lost > 0 || rep.wrong > 0 || rep.badHistory > 0 || rep.unrecordedDup > 0 || rep.ranAfterSuccess > 0 || rep.overlapping > 0 {
 		t.Fatalf("the soak found %d lost, %d in a wrong final state, %d with a broken history, %d unrecorded duplicate runs, %d runs after success, %d overlapping runs",
@@ -589,6 +671,8 @@ type report struct {
 	recovery        map[string][]time.Duration
 	mostHeld        int64 // the most jobs the limits held back at once
 	overlapping     int   // pairs of one job's runs at the sink that overlap in time
+	repliesDropped  int64 // script replies the proxies dropped after Redis ran the call
+	operated        int64 // cancel-then-retry actions on running jobs
 	sinkRuns        int   // runs the sink committed
 	fencedOff       int   // stale attempts the sink refused by their fencing token
 }
@@ -793,6 +877,15 @@ func (rep *report) checkEvents(j *job.Job, evs []job.Event) string {
 			if from.Final() {
 				return fmt.Sprintf("cancelled from %s", from)
 			}
+			if from == job.Active {
+				ended = true // an operator stopped the run
+			}
+		case job.EventRetried:
+			if from != job.Cancelled && from != job.Dead {
+				return fmt.Sprintf("retried from %s", from)
+			}
+			// A retry starts the attempts afresh (attempt 0).
+			started, released, succeeded = 0, 0, false
 		default:
 			return fmt.Sprintf("unexpected event %s", e.Event)
 		}
@@ -843,6 +936,7 @@ func (rep *report) print(t *testing.T, cfg settings) {
 	fmt.Fprintf(&b, "| runs again after a recorded lease expiry | %d |\n| attempts given back at shutdown | %d |\n", rep.dupAfterLease, rep.released)
 	fmt.Fprintf(&b, "| runs with no recorded cause | %d |\n| runs after success | %d |\n", rep.unrecordedDup, rep.ranAfterSuccess)
 	fmt.Fprintf(&b, "| most jobs held back by limits at once | %d |\n", rep.mostHeld)
+	fmt.Fprintf(&b, "| script replies dropped after Redis ran the call | %d |\n| running jobs cancelled then retried by an operator | %d |\n", rep.repliesDropped, rep.operated)
 	fmt.Fprintf(&b, "| runs committed at the sink | %d |\n| stale attempts the sink refused by token | %d |\n| **overlapping runs** | %d |\n", rep.sinkRuns, rep.fencedOff, rep.overlapping)
 	t.Log(b.String())
 	if p := os.Getenv("SUNDIAL_SOAK_REPORT"); p != "" {

@@ -109,6 +109,9 @@ type Client struct {
 	// customClock: the caller set Options.Now or LeaseClock, so every
 	// script call carries the caller's clock (see WaitAndClaim).
 	customClock bool
+	// customNow: the caller set Options.Now (a test's clock): reclaims
+	// then trust the lease clock alone (see Reclaim).
+	customNow bool
 
 	replicaMu   sync.Mutex
 	replicaSeen map[string]replicaCount // master address → replicas to wait for
@@ -126,9 +129,11 @@ type Client struct {
 // New returns a Client over rdb.
 func New(rdb redis.UniversalClient, opts Options) *Client {
 	custom := opts.Now != nil || opts.LeaseClock != nil
+	customNow := opts.Now != nil
 	opts.fill()
 	c := &Client{
 		customClock: custom,
+		customNow:   customNow,
 		rdb:         rdb,
 		opts:        opts,
 		scripts:     loadScripts(),

@@ -560,3 +560,38 @@ func TestQuarantineAndRenewalsUseTheLongestTTL(t *testing.T) {
 		t.Fatalf("the %v process claimed %v after the restart; a %v lease may still have been trusted", short, d.Round(time.Millisecond), long)
 	}
 }
+
+// A forward step of Redis' clock (an NTP step, a VM restored) must not
+// expire every lease at once while their holders, on their own monotonic
+// clocks, still trust them: a reclaim judges expiry on Redis' clock but
+// never past the poller's own (give or take ClockStepTolerance).
+func TestReclaimIgnoresAForwardStepOfRedisClock(t *testing.T) {
+	t.Parallel()
+	srv := queuetest.Start(t)
+	ctx := context.Background()
+	q := queue.New(srv.Client(), queue.Options{LeaseTTL: 5 * time.Second})
+	j, err := (&job.Spec{Type: "t"}).Build(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Submit(ctx, []*job.Job{j}); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := q.Claim(ctx, "default", 1, "w"); err != nil || len(l) != 1 {
+		t.Fatalf("claim: %v %v", l, err)
+	}
+	// The poller's view with Redis' clock stepped an hour ahead (the lease
+	// clock override stands for Redis' TIME; the poller's own clock is
+	// real).
+	stepped := queue.New(srv.Client(), queue.Options{LeaseClock: func() time.Time { return time.Now().Add(time.Hour) }})
+	n, _, err := stepped.Reclaim(ctx, "default", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("reclaimed %d leases when only Redis' clock jumped ahead", n)
+	}
+	if got, _ := q.Get(ctx, j.ID); got.State != job.Active {
+		t.Fatalf("the job is %s, want still active", got.State)
+	}
+}

@@ -13,6 +13,14 @@ import (
 	"github.com/sundialhq/sundial/pkg/job"
 )
 
+// ClockStepTolerance is how far Redis' clock (the lease clock) may run
+// ahead of a reclaiming poller's before the poller's clock bounds what
+// counts as expired: a forward step of Redis' clock (an NTP step, a VM
+// restored) would otherwise expire every lease at once while its holders
+// still trust them. A poller whose clock lags Redis' by more reclaims that
+// much later (docs/operations.md, "Leases").
+const ClockStepTolerance = 2 * time.Second
+
 // Lease is a claimed job and the fencing token that proves ownership.
 type Lease struct {
 	Job   *job.Job
@@ -302,10 +310,18 @@ func (c *Client) Promote(ctx context.Context, queue string, limit int) (int, tim
 // as a failed attempt ("lease expired"). It returns how many and the
 // earliest remaining lease expiry (zero when no lease is held).
 func (c *Client) Reclaim(ctx context.Context, queue string, limit int) (int, time.Time, error) {
-	args := make([]any, 0, 1+limit)
+	args := make([]any, 0, 2+limit)
 	args = append(args, limit)
 	for i := 0; i < limit; i++ {
 		args = append(args, c.random())
+	}
+	// The clock-step guard (reclaim.lua): no lease counts as expired
+	// before the caller's clock says it could be, give or take
+	// ClockStepTolerance. Off with a test's clock (Options.Now).
+	if c.customNow {
+		args = append(args, "")
+	} else {
+		args = append(args, ClockStepTolerance.Milliseconds())
 	}
 	res, err := c.run(ctx, c.scripts.reclaim, c.keysFor(queue), c.opts.Now(), args...).Slice()
 	if err != nil {
