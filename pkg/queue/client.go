@@ -112,6 +112,9 @@ type Client struct {
 	// customNow: the caller set Options.Now (a test's clock): reclaims
 	// then trust the lease clock alone (see Reclaim).
 	customNow bool
+	// afterForgetScript, when set (tests), runs in Forget between its
+	// script and the removal of the queue's listing.
+	afterForgetScript func()
 
 	replicaMu   sync.Mutex
 	replicaSeen map[string]replicaCount // master address → replicas to wait for

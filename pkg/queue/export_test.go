@@ -57,3 +57,7 @@ func NormalListKey(queue string) string { return keysFor(queue).key(kNormal) }
 
 // ActiveKey is queue's active hash.
 func ActiveKey(queue string) string { return keysFor(queue).active() }
+
+// SetAfterForgetScript makes c's Forget call f between its script and the
+// removal of the queue's listing.
+func SetAfterForgetScript(c *Client, f func()) { c.afterForgetScript = f }

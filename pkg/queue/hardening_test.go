@@ -595,3 +595,49 @@ func TestReclaimIgnoresAForwardStepOfRedisClock(t *testing.T) {
 		t.Fatalf("the job is %s, want still active", got.State)
 	}
 }
+
+// A Redis rolled back to a snapshot taken after a queue's first submit but
+// before its first claim forgets the claim and, before, the queue's fence:
+// the restart quarantine must still hold the job back, since its first
+// holder may still run it.
+func TestQuarantineAfterARollbackToBeforeTheFirstClaim(t *testing.T) {
+	t.Parallel()
+	srv := queuetest.Start(t)
+	ctx := context.Background()
+	rdb := srv.Client()
+	q := queue.New(rdb, queue.Options{LeaseTTL: 2 * time.Second})
+	j, err := (&job.Spec{Type: "t"}).Build(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Submit(ctx, []*job.Job{j}); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshot := map[string]string{}
+	for _, k := range keys {
+		snapshot[k] = rdb.Dump(ctx, k).Val()
+	}
+	if l, err := q.Claim(ctx, "default", 1, "w1"); err != nil || len(l) != 1 {
+		t.Fatalf("claim: %v %v", l, err)
+	}
+	// The rollback: the keys as they were, and the library's state fresh,
+	// as after a restart.
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range snapshot {
+		if err := rdb.Restore(ctx, k, 0, v).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := q.Claim(ctx, "default", 1, "w2"); err != nil || len(l) != 0 {
+		t.Fatalf("claim right after the rollback: %d leases (%v); the first holder may still run the job", len(l), err)
+	}
+}

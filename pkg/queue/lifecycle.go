@@ -524,8 +524,26 @@ func (c *Client) Forget(ctx context.Context, queue string, idle time.Duration) e
 	c.mu.Lock()
 	delete(c.known, queue)
 	c.mu.Unlock()
+	if c.afterForgetScript != nil {
+		c.afterForgetScript()
+	}
 	if err := c.rdb.SRem(ctx, keyQueues, queue).Err(); err != nil {
 		return fmt.Errorf("forget: %w", err)
+	}
+	// A submit may have found the marker and lifted it (unforget: the
+	// marker goes first, then the queue is listed) between the script and
+	// the SREM above, which then took its listing away: with the marker
+	// gone, the queue is listed again, so that no job waits in a queue no
+	// poller visits.
+	n, err := c.rdb.Exists(ctx, c.keysFor(queue).tag+"forgotten").Result()
+	if err != nil {
+		return fmt.Errorf("forget: %w", err)
+	}
+	if n == 0 {
+		if err := c.rdb.SAdd(ctx, keyQueues, queue).Err(); err != nil {
+			return fmt.Errorf("forget: %w", err)
+		}
+		return fmt.Errorf("%w: a job was submitted to it meanwhile", ErrQueueBusy)
 	}
 	return nil
 }
@@ -535,10 +553,12 @@ func (c *Client) unforget(ctx context.Context, queue string) error {
 	c.mu.Lock()
 	delete(c.known, queue)
 	c.mu.Unlock()
-	if err := c.register(ctx, queue); err != nil {
+	// The marker first, then the listing: a Forget that removes the
+	// listing after this then finds the marker gone and lists it again.
+	if err := c.rdb.Del(ctx, c.keysFor(queue).tag+"forgotten").Err(); err != nil {
 		return err
 	}
-	return c.rdb.Del(ctx, c.keysFor(queue).tag+"forgotten").Err()
+	return c.register(ctx, queue)
 }
 
 // Resume lets workers claim queue's jobs again and wakes idle ones.

@@ -957,3 +957,40 @@ func TestForgetAnEmptyQueue(t *testing.T) {
 		t.Fatalf("job in the queue listed again = %s", got.State)
 	}
 }
+
+// A submit that lands between Forget's script (the marker set) and its
+// removal of the queue's listing lifts the marker and lists the queue; the
+// removal must not then leave the new job in a queue no poller visits.
+func TestForgetRacingASubmit(t *testing.T) {
+	e := newEnv(t)
+	other := queue.New(e.srv.Client(), queue.Options{Now: e.clock.Now, LeaseClock: e.clock.Now})
+	queue.SetWriteFormat(other, queue.WriteFormat)
+	if err := other.Pause(e.ctx, "racing"); err != nil { // registers it (cached)
+		t.Fatal(err)
+	}
+	if err := other.Resume(e.ctx, "racing"); err != nil {
+		t.Fatal(err)
+	}
+	var submitted *job.Job
+	queue.SetAfterForgetScript(e.q, func() {
+		j, err := (&job.Spec{Type: "t", Queue: "racing"}).Build(e.clock.Now())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := other.Submit(e.ctx, []*job.Job{j}); err != nil {
+			t.Errorf("submit during the forget: %v", err)
+		}
+		submitted = j
+	})
+	err := e.q.Forget(e.ctx, "racing", 0)
+	if qs, _ := e.q.Queues(e.ctx); !slices.Contains(qs, "racing") {
+		t.Fatalf("forget (answered %v) unlisted a queue a job was submitted to meanwhile: %v", err, qs)
+	}
+	if !errors.Is(err, queue.ErrQueueBusy) {
+		t.Fatalf("forget racing a submit answered %v, want ErrQueueBusy", err)
+	}
+	if submitted == nil || e.get(t, submitted.ID).State != job.Queued {
+		t.Fatal("the job submitted meanwhile is not queued")
+	}
+}

@@ -241,8 +241,8 @@ end
 -- under a worker that claimed it before. That worker stops within a lease
 -- TTL of its last accepted renewal (pkg/worker's lease guard), so no claim
 -- is granted until a lease TTL (ttl, ms) after the first claim this
--- server saw of a queue that had granted leases before (its fence
--- counter exists); ttl is the longest TTL in use (longest_ttl), not only
+-- server saw of a queue that had jobs before (its fence counter exists:
+-- the first submit makes it, see submit.lua); ttl is the longest TTL in use (longest_ttl), not only
 -- the caller's. A queue never claimed from waits for nothing, nor do
 -- the plain scripts of the EVALSHA fallback, which keep no state
 -- (docs/operations.md, "Leases").

@@ -56,6 +56,15 @@ if guard_key ~= '' then
 end
 -- A forgotten queue (forget.lua) takes a job only once registered again.
 if not dry_run and redis.call('EXISTS', QK .. 'forgotten') == 1 then return {'forgotten'} end
+-- The queue's fence is made with its first job, not its first claim: a
+-- Redis rolled back to a snapshot taken after a submit but before the
+-- first claim then still holds it, and the restart quarantine (quarantined
+-- in lib.lua) applies to the jobs claimed after that snapshot. This
+-- server's library saw the fence made, so its own claims wait for nothing.
+if LIBRARY and not dry_run and BOOTED[QK] == nil and redis.call('EXISTS', K_FENCE) == 0 then
+  redis.call('SET', K_FENCE, '0')
+  BOOTED[QK] = false
+end
 -- What this script needs besides ARGV is made once, when the library
 -- loads (lib.lua, "Submit"): a closure or table made per call costs every
 -- submit, and most submits are of one job.
