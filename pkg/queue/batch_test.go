@@ -384,6 +384,12 @@ func TestBatchSurvivesRedisRestart(t *testing.T) {
 	if info := e.batch(t, "aof"); info.Counts != (queue.BatchCounts{Succeeded: 10, Pending: 10}) {
 		t.Fatalf("after the restart: %+v", info.Counts)
 	}
+	// qb's jobs were never claimed, but its fence came with its first job:
+	// the restart quarantine holds its claims for a lease TTL.
+	if l := e.claim(t, "qb", 1); len(l) != 0 {
+		t.Fatalf("claimed %d right after the restart", len(l))
+	}
+	clk.Advance(12 * time.Second)
 	e.runAll(t, "qb", nil)
 	if n := e.pollBatches(t, "qa", "qb"); n != 1 {
 		t.Fatalf("fired %d", n)
@@ -396,6 +402,10 @@ func TestBatchSurvivesRedisRestart(t *testing.T) {
 	if info := e.batch(t, "aof"); info.Counts != (queue.BatchCounts{Succeeded: 20}) || info.OnComplete.State != "fired" {
 		t.Fatalf("batch %+v %+v", info.Counts, info.OnComplete)
 	}
+	if l := e.claim(t, "cb", 1); len(l) != 0 { // the restart quarantine
+		t.Fatalf("claimed %d callbacks right after the restart", len(l))
+	}
+	clk.Advance(12 * time.Second)
 	if cbs := e.callbacks(t); len(cbs["all-done"]) != 1 {
 		t.Fatalf("callbacks %v", cbs)
 	}
@@ -571,5 +581,62 @@ func TestBatchSettledThenRolledBack(t *testing.T) {
 	}
 	if cbs := e.callbacks(t); len(cbs) != 0 {
 		t.Fatalf("callbacks submitted again: %v", cbs)
+	}
+}
+
+// On a Cluster a member's queue lives on another master than its batch,
+// and its slot can roll back alone (a failover to a replica that lagged):
+// the member's end, already counted by its batch, is forgotten with the
+// job's count of ends, and the member runs again. Its new end must replace
+// the old one in the batch's counts: a member that succeeded, was rolled
+// back, and then ended dead must count as dead (on_success must not fire).
+func TestBatchMemberSlotRolledBack(t *testing.T) {
+	e := newEnv(t)
+	members := e.newBatch(t, "rb", 2, []string{"rbq", "rbq2"}, true, true, false)
+	rdb := e.q.Redis()
+	keys, err := rdb.Keys(e.ctx, "*{rbq}*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshot := map[string]string{}
+	for _, k := range keys {
+		snapshot[k] = rdb.Dump(e.ctx, k).Val()
+	}
+	e.runAll(t, "rbq", nil) // succeeds
+	if _, err := e.q.RelayBatchEnds(e.ctx, "rbq", 1000); err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.q.Batch(e.ctx, "rb")
+	if err != nil || info.Counts.Succeeded != 1 || info.Counts.Pending != 1 {
+		t.Fatalf("after the first end: %+v %v", info, err)
+	}
+	// The member's slot rolls back to before its end (the batch's does not).
+	all, _ := rdb.Keys(e.ctx, "*{rbq}*").Result()
+	if len(all) > 0 {
+		if err := rdb.Del(e.ctx, all...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, v := range snapshot {
+		if err := rdb.Restore(e.ctx, k, 0, v).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.clock.Advance(time.Second)
+	e.runAll(t, "rbq", map[string]queue.OutcomeKind{members[0].ID: queue.OutcomeDead})
+	e.runAll(t, "rbq2", nil)
+	n := e.pollBatches(t, "rbq", "rbq2")
+	info, err = e.q.Batch(e.ctx, "rb")
+	if n != 1 {
+		t.Fatalf("fired %d callbacks, want on_complete alone (counts %+v)", n, info.Counts)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Counts.Dead != 1 || info.Counts.Succeeded != 1 {
+		t.Fatalf("after the re-run ended dead the batch counts %+v: the member's new end was ignored", info.Counts)
+	}
+	if info.OnSuccess.State != "pending" || info.OnComplete.State != "fired" {
+		t.Fatalf("on_success is %s (a member is dead), on_complete %s", info.OnSuccess.State, info.OnComplete.State)
 	}
 }

@@ -30,7 +30,8 @@ for i = 0, n - 1 do
       redis.call('HINCRBY', meta, 'done', 1)
     end
     if apply then
-      redis.call('HSET', done, id, ends .. '\t' .. state)
+      -- As sent (a large count in a Lua number would print as 1.7e+15).
+      redis.call('HSET', done, id, ARGV[4 + 3 * i] .. '\t' .. state)
       redis.call('HINCRBY', meta, 'n_' .. state, 1)
       counted = counted + 1
     end

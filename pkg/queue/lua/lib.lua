@@ -891,7 +891,8 @@ end
 -- batch_ended reports the end of job id in state `state` to its batch, if
 -- it is a live member of one (QK..'blive', written by submit.lua and
 -- retry.lua): it appends "<batch>\t<id>\t<state>\t<n>" to QK..'bends',
--- n counting the member's ends (its field batch_ends), which the poller
+-- n numbering the member's ends (its field batch_ends; each end's is above
+-- the last one's and the lease clock's ms times 1000), which the poller
 -- relays to the batch's own slot (batch.go, lua/batchsettle.lua): the
 -- member's latest end is the one that counts, and a relay sent twice
 -- counts once.
@@ -914,7 +915,13 @@ local function batch_ended(id, state)
   if not batch_members_live() or redis.call('SREM', QK .. 'blive', id) == 0 then return end
   local b = redis.call('HGET', JOB .. id, 'batch')
   if not b then return end
-  local n = redis.call('HINCRBY', JOB .. id, 'batch_ends', 1)
+  -- The end's number grows with the lease clock, not only by one: a slot
+  -- that rolls back alone (a Cluster failover to a replica that lagged)
+  -- forgets the member's last end, which its batch (another slot) counted;
+  -- the re-run's end must still be newer than that one (batchsettle.lua).
+  local prev = tonumber(redis.call('HGET', JOB .. id, 'batch_ends') or '0') or 0
+  local n = ms(math.max(prev + 1, lease_now() * 1000))
+  redis.call('HSET', JOB .. id, 'batch_ends', n)
   redis.call('RPUSH', QK .. 'bends', b .. '\t' .. id .. '\t' .. state .. '\t' .. n)
 end
 
