@@ -253,10 +253,15 @@ func (c *Client) openBatch(ctx context.Context, id string) error {
 // batchCall runs batchadd.lua over batch id and returns whether a
 // callback became due.
 func (c *Client) batchCall(ctx context.Context, id, what string, cb [2]string, pairs []string) (bool, error) {
-	args := make([]any, 0, 5+len(pairs))
+	args := make([]any, 0, 6+len(pairs))
 	args = append(args, c.opts.Now().UnixMilli(), what, cb[0], cb[1], len(pairs)/2)
 	for _, p := range pairs {
 		args = append(args, p)
+	}
+	if what == "create" {
+		// The call's nonce: the same call sent again (a lost reply) is
+		// answered as the first (batchadd.lua).
+		args = append(args, string(tokenTags(2)))
 	}
 	keys := batchKeys(id)
 	var res []string

@@ -229,3 +229,91 @@ func TestLostReplySafeTwice(t *testing.T) {
 		t.Fatalf("released job listed %d times, want 1", n)
 	}
 }
+
+// TestLostReplyMoreScripts: renewals, promotions, reclaims, limits,
+// purges and the batch scripts, each sent again after its reply was lost,
+// leave what one call leaves.
+func TestLostReplyMoreScripts(t *testing.T) {
+	e := newLostReplyEnv(t)
+	// extend: the lease is held, once renewed.
+	e.submit(t, job.Spec{Queue: "lm", Type: "t", MaxAttempts: ptr(1)})
+	l := e.claim(t, "lm", 1)[0]
+	dropped := e.drop(t, "extend")
+	held, err := e.q.Extend(e.ctx, "lm", []queue.Lease{l})
+	if err != nil || !held[0] {
+		t.Fatalf("a renewal sent again: %v %v, want held", held, err)
+	}
+	dropped()
+	// reclaim: an expired lease counts one attempt, not two (the job has
+	// max_attempts 1: dead once, one lease_expired event).
+	e.clock.Advance(12 * time.Second)
+	dropped = e.drop(t, "reclaim")
+	if _, _, err := e.q.Reclaim(e.ctx, "lm", 100); err != nil {
+		t.Fatal(err)
+	}
+	dropped()
+	if n := e.countEvents(t, "lm", l.Job.ID, job.EventLeaseExpired); n != 1 {
+		t.Fatalf("%d lease_expired events, want 1", n)
+	}
+	wantState(t, e.get(t, l.Job.ID), job.Dead)
+	// purge: the dead job deleted once.
+	dropped = e.drop(t, "purge")
+	if _, err := e.q.PurgeDead(e.ctx, "lm", []string{l.Job.ID}); err != nil {
+		t.Fatal(err)
+	}
+	dropped()
+	if _, err := e.q.Get(e.ctx, l.Job.ID); err == nil {
+		t.Fatal("the purged job is still there")
+	}
+	// promote: a due job listed once.
+	d := e.submit(t, job.Spec{Queue: "lm", Type: "t", DelaySeconds: ptr(1.0)})[0]
+	e.clock.Advance(2 * time.Second)
+	dropped = e.drop(t, "promote")
+	if _, _, err := e.q.Promote(e.ctx, "lm", 100); err != nil {
+		t.Fatal(err)
+	}
+	dropped()
+	if n := e.listed(t, "lm", d.ID); n != 1 {
+		t.Fatalf("promoted job listed %d times, want 1", n)
+	}
+	// limit: set once, as asked.
+	dropped = e.drop(t, "limit")
+	if _, _, err := e.q.SetLimit(e.ctx, "lm", queue.Limit{Name: "one", Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	dropped()
+	ls, err := e.q.Limits(e.ctx, "lm")
+	if err != nil || len(ls) != 1 || ls[0].Concurrency != 1 {
+		t.Fatalf("limits after a set sent again: %+v %v", ls, err)
+	}
+	// batchadd and batchsettle: a batch of one member created, its end
+	// relayed, both with lost replies; the member counts once, the
+	// callback fires once.
+	b := queue.BatchSpec{ID: "lrb", Jobs: []*job.Job{e.build(t, job.Spec{Queue: "lb", Type: "t"})},
+		OnComplete: e.build(t, job.Spec{Queue: "lcb", Type: "done"})}
+	dropped = e.drop(t, "batchadd")
+	if _, _, err := e.q.CreateBatch(e.ctx, b); err != nil {
+		t.Logf("create sent again answered %v", err)
+	}
+	dropped()
+	m := e.claim(t, "lb", 10)
+	if len(m) != 1 {
+		t.Fatalf("the batch's member listed %d times", len(m))
+	}
+	e.complete(t, "lb", queue.Outcome{ID: m[0].Job.ID, Token: m[0].Token, Kind: queue.OutcomeSucceeded})
+	dropped = e.drop(t, "batchsettle")
+	if _, err := e.q.RelayBatchEnds(e.ctx, "lb", 100); err != nil {
+		t.Fatal(err)
+	}
+	dropped()
+	if _, err := e.q.FireBatchCallbacks(e.ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.q.Batch(e.ctx, "lrb")
+	if err != nil || info.Total != 1 || info.Counts.Succeeded != 1 || info.OnComplete.State != "fired" {
+		t.Fatalf("batch after lost replies: %+v %v", info, err)
+	}
+	if cb := e.claim(t, "lcb", 10); len(cb) != 1 {
+		t.Fatalf("the callback was submitted %d times", len(cb))
+	}
+}

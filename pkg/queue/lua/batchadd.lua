@@ -7,6 +7,9 @@
 -- ARGV[3] on_success job JSON ('' = none), ARGV[4] on_complete job JSON
 -- ('' = none) (create only), ARGV[5] n, then n pairs id, queue (create
 -- and add).
+-- create: then ARGV[6 + 2n] a nonce, fresh per call ('' or absent: none):
+-- the same call sent again (its reply lost, retried) finds its own nonce
+-- and answers as the first did, instead of {'exists'}.
 -- create refuses an existing batch ({'exists'}); the others a missing one
 -- ({'not_found'}); add refuses a sealed batch ({'sealed'}); seal and
 -- cancel of a sealed batch are harmless. A member already listed is not
@@ -16,9 +19,16 @@ local meta, members, queues = KEYS[1], KEYS[2], KEYS[3]
 local what = ARGV[2]
 local exists = redis.call('EXISTS', meta) == 1
 if what == 'create' then
-  if exists then return {'exists'} end
+  local nonce = ARGV[6 + 2 * tonumber(ARGV[5])] or ''
+  if exists then
+    if nonce ~= '' and redis.call('HGET', meta, 'creator') == nonce then
+      return {'ok', redis.call('HGET', meta, 'total'), '0'}
+    end
+    return {'exists'}
+  end
   redis.call('HSET', meta, 'created_at', ARGV[1], 'total', 0, 'done', 0, 'sealed', 0,
     'n_succeeded', 0, 'n_dead', 0, 'n_cancelled', 0)
+  if nonce ~= '' then redis.call('HSET', meta, 'creator', nonce) end
   if ARGV[3] ~= '' then redis.call('HSET', meta, 'on_success', ARGV[3], 'success', 'pending') end
   if ARGV[4] ~= '' then redis.call('HSET', meta, 'on_complete', ARGV[4], 'complete', 'pending') end
 elseif not exists then
