@@ -75,3 +75,24 @@ func TestCancelThenRetryAcknowledged(t *testing.T) {
 		t.Fatalf("retry of a job cancelled while queued: %v %v, want queued", got, err)
 	}
 }
+
+// The same through a batch: CancelBatch then RetryBatch of a batch whose
+// member runs leaves the member waiting for its cancelled lease.
+func TestBatchCancelThenRetryWaitsForTheLease(t *testing.T) {
+	e := newEnv(t)
+	members := e.newBatch(t, "bcr", 1, []string{"bcrq"}, false, true, false)
+	l := e.claim(t, "bcrq", 1)
+	if len(l) != 1 {
+		t.Fatal("the member was not claimed")
+	}
+	if _, err := e.q.CancelBatch(e.ctx, "bcr"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.q.RetryBatch(e.ctx, "bcr"); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, e.get(t, members[0].ID), job.Scheduled)
+	if ls := e.claim(t, "bcrq", 1); len(ls) != 0 {
+		t.Fatal("a second worker claimed the member while its cancelled attempt may still run")
+	}
+}
