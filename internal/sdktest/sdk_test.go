@@ -35,6 +35,15 @@ const adminKey = "sdk-test-admin-key"
 // second under one key, and a 429's one-second Retry-After is a whole
 // lease here (the suites test 429 handling against a scripted server).
 func startStack(t *testing.T) string {
+	base, _ := startStacks(t, false)
+	return base
+}
+
+// startStacks is startStack, and with longLease a second API over the same
+// Redis whose leases last 5 s (its base URL the second result): a lease
+// margin (a fifth) long enough for a handler's cleanup, for the shutdown
+// tests that check a lease goes back only once its handler returned.
+func startStacks(t *testing.T, longLease bool) (string, string) {
 	t.Helper()
 	srv := queuetest.Start(t)
 	addr := proctest.FreeAddr(t)
@@ -54,7 +63,15 @@ func startStack(t *testing.T) string {
 	proctest.Start(t, proctest.Binary(t, "poller"), env...)
 	base := "http://" + addr
 	queuetest.Eventually(t, 30*time.Second, "the API", func() bool { return proctest.Ready(http.DefaultClient, base) })
-	return base
+	if !longLease {
+		return base, ""
+	}
+	longAddr := proctest.FreeAddr(t)
+	long := append(env[:len(env):len(env)], "SUNDIAL_LEASE_TTL=5s", "SUNDIAL_HTTP_ADDR="+longAddr)
+	proctest.Start(t, proctest.Binary(t, "api"), long...)
+	longBase := "http://" + longAddr
+	queuetest.Eventually(t, 30*time.Second, "the API with 5 s leases", func() bool { return proctest.Ready(http.DefaultClient, longBase) })
+	return base, longBase
 }
 
 // run runs a command of a suite, its output in the test's log, and fails
@@ -98,7 +115,7 @@ func python(t *testing.T) string {
 // package is the one imported.
 func TestPythonSDK(t *testing.T) {
 	py := python(t)
-	base := startStack(t)
+	base, longBase := startStacks(t, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -107,7 +124,7 @@ func TestPythonSDK(t *testing.T) {
 	run(t, ctx, dir, nil, py, "-m", "venv", "--system-site-packages", venv)
 	run(t, ctx, dir, nil, filepath.Join(venv, "bin", "pip"), "install", "--no-build-isolation", "--no-index", "--quiet", src)
 	tests := filepath.Join(src, "tests")
-	run(t, ctx, dir, []string{"SUNDIAL_URL=" + base, "SUNDIAL_API_KEY=" + adminKey, "PYTHONDONTWRITEBYTECODE=1"},
+	run(t, ctx, dir, []string{"SUNDIAL_URL=" + base, "SUNDIAL_LONG_LEASE_URL=" + longBase, "SUNDIAL_API_KEY=" + adminKey, "PYTHONDONTWRITEBYTECODE=1"},
 		filepath.Join(venv, "bin", "python"), "-m", "unittest", "discover", "-v", "-s", tests, "-t", tests)
 }
 
@@ -120,12 +137,12 @@ func TestTypeScriptSDK(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json")); err != nil {
 		t.Fatalf("sdk/typescript has no node_modules: run npm ci there (make test-sdk does)")
 	}
-	base := startStack(t)
+	base, longBase := startStacks(t, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	run(t, ctx, dir, nil, node, "--version")
 	run(t, ctx, dir, nil, npm, "run", "--silent", "build")
-	run(t, ctx, dir, []string{"SUNDIAL_URL=" + base, "SUNDIAL_API_KEY=" + adminKey}, npm, "test")
+	run(t, ctx, dir, []string{"SUNDIAL_URL=" + base, "SUNDIAL_LONG_LEASE_URL=" + longBase, "SUNDIAL_API_KEY=" + adminKey}, npm, "test")
 }
 
 // TestSDKThroughput measures each SDK's worker over HTTP: a few thousand

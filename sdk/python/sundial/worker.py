@@ -122,11 +122,16 @@ class _Attempt:
         self.abandoned = False
 
     @property
+    def margin(self) -> float:
+        """The lease margin, the Go worker's: a fifth of the TTL, for clocks
+        and delays (and what a shutdown leaves a signalled handler)."""
+        return self.ttl / 5
+
+    @property
     def trusted_until(self) -> float:
         """Until when (on ``_now``) the lease surely holds: the last accepted
-        renewal's send time plus the TTL, less the Go worker's margin of a
-        fifth for clocks and delays."""
-        return self.renewed_at + self.ttl * 4 / 5
+        renewal's send time plus the TTL, less the margin."""
+        return self.renewed_at + self.ttl - self.margin
 
     def renewed(self, sent: float) -> None:
         """Moves the bound to an accepted renewal's send time, unless the
@@ -182,7 +187,8 @@ class Worker:
         wait_seconds: the claim's long poll (0..60).
         shutdown_timeout: seconds running jobs get to finish after
             SIGTERM/SIGINT or :meth:`stop`; the jobs still running then are
-            given back with ``POST /v1/jobs/{id}/release`` (see :meth:`run`).
+            signalled and given back with ``POST /v1/jobs/{id}/release`` once
+            their handlers returned, or after the lease margin (see :meth:`run`).
         timeout: seconds to wait for one answer of the API.
     """
 
@@ -250,10 +256,12 @@ class Worker:
         Then it stops claiming, lets running jobs finish for up to
         ``shutdown_timeout`` seconds and returns. A job still running at the
         deadline is signalled (``ctx.cancelled``), nothing is reported for
-        it, and its lease is given back (``POST /v1/jobs/{id}/release``): it
-        is queued again at once and the interrupted attempt does not count.
-        If the release cannot be sent, the lease expires instead and the
-        poller reclaims the job after one lease TTL (a counted attempt).
+        it, and its lease is given back (``POST /v1/jobs/{id}/release``)
+        once its handler returned, or after the lease margin (a fifth of
+        the lease TTL) if it still runs then (logged as a warning): the job
+        is queued again and the interrupted attempt does not count. If the
+        release cannot be sent, the lease expires instead and the poller
+        reclaims the job after one lease TTL (a counted attempt).
         """
         if not self._handlers:
             raise ValueError("no handlers: register one with handle() before run()")
@@ -278,8 +286,7 @@ class Worker:
             for att in left:
                 log.warning("job %s still running at the shutdown deadline: giving it back", att.ctx.id)
                 att.abandon()
-            for att in left:
-                self._release(att)
+            self._give_back(left)
             log.info("worker %s stopped", self.worker_id)
         finally:
             for sig, handler in previous.items():
@@ -349,6 +356,32 @@ class Worker:
                          daemon=True).start()
         threading.Thread(target=self._execute, args=(att, _now() - claim_sent),
                          name=f"sundial-job-{att.ctx.id}", daemon=True).start()
+
+    def _give_back(self, attempts: List[_Attempt]) -> None:
+        """Gives back the leases of the attempts signalled at the shutdown
+        deadline, each once its handler returned or, at the latest, once
+        the lease margin passed (a fifth of its TTL, the margin the lease
+        guard keeps): a job given back at once would run elsewhere while
+        its handler here still unwinds. Nothing renews the leases
+        meanwhile; the margin ends well before they expire."""
+        start = time.monotonic()
+        waiting = {att: start + att.margin for att in attempts}
+        while waiting:
+            with self._cond:
+                while True:
+                    now = time.monotonic()
+                    ready = [att for att, end in waiting.items()
+                             if self._running.get(att.ctx.id) is not att or now >= end]
+                    if ready:
+                        break
+                    self._cond.wait(max(0.0, min(waiting.values()) - now))
+                late = [att for att in ready if self._running.get(att.ctx.id) is att]
+            for att in late:
+                log.warning("job %s: its handler is still running %.1f s after it was signalled (the lease "
+                            "margin); giving its lease back anyway", att.ctx.id, att.margin)
+            for att in ready:
+                del waiting[att]
+                self._release(att)
 
     def _release(self, att: _Attempt) -> None:
         """Gives the lease back (shutdown): the job is queued again at once,

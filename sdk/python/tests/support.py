@@ -19,11 +19,20 @@ from sundial import Client, Worker
 
 URL = os.environ.get("SUNDIAL_URL", "")
 API_KEY = os.environ.get("SUNDIAL_API_KEY") or None
+LONG_LEASE_URL = os.environ.get("SUNDIAL_LONG_LEASE_URL", "")
+"""A second API over the same Redis whose leases last 5 s, not 1 s: a lease
+margin (a fifth) long enough for a handler's cleanup."""
 
 
 def need_api(case: unittest.TestCase) -> None:
     if not URL:
         case.skipTest("SUNDIAL_URL is not set: these tests need a running API (make test-sdk starts one)")
+
+
+def need_long_lease_api(case: unittest.TestCase) -> None:
+    if not LONG_LEASE_URL:
+        case.skipTest("SUNDIAL_LONG_LEASE_URL is not set: this test needs an API with 5 s leases "
+                      "(make test-sdk starts one)")
 
 
 def client(**options: Any) -> Client:

@@ -1,4 +1,4 @@
-"""The worker against a real API (SUNDIAL_URL, SUNDIAL_LEASE_TTL=1s)."""
+"""The worker against a real API (SUNDIAL_URL, SUNDIAL_LEASE_TTL=1s; SUNDIAL_LONG_LEASE_URL, 5s)."""
 
 import os
 import signal
@@ -12,7 +12,8 @@ from typing import Any, Dict, List
 import sundial
 from sundial import JobContext, Worker
 
-from support import API_KEY, URL, Proxy, client, eventually, need_api, queue_name, running
+from support import (API_KEY, LONG_LEASE_URL, URL, Proxy, client, eventually, need_api, need_long_lease_api,
+                     queue_name, running)
 
 NO_BACKOFF = {"base_seconds": 0, "max_seconds": 0}
 
@@ -366,6 +367,91 @@ class ShutdownTest(unittest.TestCase):
         done = self.run_elsewhere(q, ids)
         self.assertEqual([(j["state"], j["attempt"], j["result"]) for j in done],
                          [("succeeded", 2, {"elsewhere": True})] * 2)
+
+
+class ShutdownMarginTest(unittest.TestCase):
+    """A lease goes back only once the handler signalled at the shutdown
+    deadline returned, or after the lease margin (against the API with 5 s
+    leases: a 1 s margin)."""
+
+    CLEANUP = 0.3  # what the handler still does once signalled
+
+    def setUp(self) -> None:
+        need_long_lease_api(self)
+        self.c = sundial.Client(LONG_LEASE_URL, api_key=API_KEY)
+
+    def start(self, q: str, work: Any, started: threading.Event) -> "tuple[Worker, threading.Thread]":
+        w = Worker([q], url=LONG_LEASE_URL, api_key=API_KEY, wait_seconds=5, shutdown_timeout=0.2)
+        w.handle("unwind", work)
+        t = threading.Thread(target=w.run, kwargs={"install_signal_handlers": False}, daemon=True)
+        t.start()
+        self.addCleanup(t.join, 10)
+        self.addCleanup(w.stop)
+        eventually("the job to start", started.is_set)
+        return w, t
+
+    def test_lease_given_back_once_the_signalled_handler_returned(self) -> None:
+        q = queue_name("term-unwind")
+        started = threading.Event()
+        seen: Dict[str, Any] = {}
+
+        def work(ctx: JobContext) -> str:
+            seen["margin"] = ctx.lease_ttl / 5
+            started.set()
+            seen["signalled"] = ctx.cancelled.wait(30)
+            time.sleep(self.CLEANUP)  # its cleanup, after the signal
+            seen["state"] = self.c.get(ctx.id)["state"]  # just before returning
+            return "unwound"
+
+        job = self.c.submit("unwind", queue=q, max_attempts=1)
+        w, t = self.start(q, work, started)
+        self.assertGreater(seen["margin"], self.CLEANUP * 2, "the API's leases are too short for this test")
+        with self.assertLogs("sundial.worker", "INFO") as logs:
+            w.stop()
+            t.join(10)
+        self.assertFalse(t.is_alive())
+        self.assertTrue(seen["signalled"])
+        eventually("the handler to return", lambda: "state" in seen)
+        # the lease was still held while the handler unwound...
+        self.assertEqual(seen["state"], "active", logs.output)
+        # ...and given back once it returned: queued, the attempt not counted
+        got = self.c.get(job["id"])
+        self.assertEqual((got["state"], got["attempt"]), ("queued", 0), logs.output)
+        self.assertNotIn("result", got)
+        self.assertTrue(any(f"job {job['id']}: lease given back" in line for line in logs.output), logs.output)
+        self.assertFalse(any("still running" in line and "margin" in line for line in logs.output), logs.output)
+
+    def test_lease_given_back_after_the_margin_when_the_handler_goes_on(self) -> None:
+        q = queue_name("term-stuck")
+        started, go = threading.Event(), threading.Event()
+        self.addCleanup(go.set)
+        seen: Dict[str, Any] = {}
+
+        def work(ctx: JobContext) -> None:
+            seen["margin"] = ctx.lease_ttl / 5
+            started.set()
+            ctx.cancelled.wait(30)
+            seen["signalled"] = time.monotonic()
+            go.wait(30)  # ignores the signal until the test lets it go
+            seen["state"] = self.c.get(ctx.id)["state"]
+
+        job = self.c.submit("unwind", queue=q, max_attempts=1)
+        w, t = self.start(q, work, started)
+        with self.assertLogs("sundial.worker", "INFO") as logs:
+            w.stop()
+            t.join(10)
+            stopped = time.monotonic()
+        self.assertFalse(t.is_alive())
+        # given back after the margin, with a warning naming the job, while
+        # the handler still runs
+        self.assertGreaterEqual(stopped - seen["signalled"], seen["margin"] * 0.9, logs.output)
+        self.assertTrue(any(f"job {job['id']}: its handler is still running" in line and "WARNING" in line
+                            for line in logs.output), logs.output)
+        got = self.c.get(job["id"])
+        self.assertEqual((got["state"], got["attempt"]), ("queued", 0), logs.output)
+        go.set()
+        eventually("the handler to return", lambda: "state" in seen)
+        self.assertEqual(seen["state"], "queued")
 
 
 if __name__ == "__main__":
