@@ -64,7 +64,8 @@ export interface WorkerOptions extends TransportOptions {
   /** The claim's long poll, 0..60 s (default 20). */
   waitSeconds?: number;
   /** How long running jobs may finish after SIGTERM/SIGINT or stop(), in ms
-   * (default 30 000); the rest are given back (see run()). */
+   * (default 30 000); the rest are signalled and given back once their
+   * handlers returned, or after the lease margin (see run()). */
   shutdownTimeoutMs?: number;
   /** Stop on SIGTERM and SIGINT (default true). */
   handleSignals?: boolean;
@@ -169,11 +170,16 @@ class Attempt {
     };
   }
 
+  /** The lease margin, the Go worker's: a fifth of the TTL, for clocks and
+   * delays (and what a shutdown leaves a signalled handler), in ms. */
+  get marginMs(): number {
+    return this.ttlMs / 5;
+  }
+
   /** Until when (performance.now) the lease surely holds: the last accepted
-   * renewal's send time plus the TTL, less the Go worker's margin of a
-   * fifth for clocks and delays. */
+   * renewal's send time plus the TTL, less the margin. */
   get trustedUntil(): number {
-    return this.renewedAt + (this.ttlMs * 4) / 5;
+    return this.renewedAt + this.ttlMs - this.marginMs;
   }
 
   /** Moves the bound to an accepted renewal's send time, unless the bound
@@ -276,11 +282,13 @@ export class Worker {
    * stop(). Then it stops claiming, lets running jobs finish for up to
    * shutdownTimeoutMs and resolves. A job still running at the deadline is
    * signalled (ctx.signal), nothing is reported for it, and its lease is
-   * given back (POST /v1/jobs/{id}/release): it is queued again at once and
-   * the interrupted attempt does not count. If the release cannot be sent,
-   * the lease expires instead and the poller reclaims the job after one
-   * lease TTL (a counted attempt). A handler that ignores its signal may
-   * keep the process alive: call process.exit() after run() if so.
+   * given back (POST /v1/jobs/{id}/release) once its handler returned, or
+   * after the lease margin (a fifth of the lease TTL) if it still runs then
+   * (logged as a warning): the job is queued again and the interrupted
+   * attempt does not count. If the release cannot be sent, the lease
+   * expires instead and the poller reclaims the job after one lease TTL (a
+   * counted attempt). A handler that ignores its signal may keep the
+   * process alive: call process.exit() after run() if so.
    */
   async run(): Promise<void> {
     if (this.handlers.size === 0) throw new Error('no handlers: register one with handle() before run()');
@@ -312,7 +320,7 @@ export class Worker {
         this.log.warn(`job ${att.ctx.id} still running at the shutdown deadline: giving it back`);
         att.abandon();
       }
-      await Promise.all(givenBack.map((att) => this.release(att)));
+      await Promise.all(givenBack.map((att) => this.giveBack(att)));
       this.log.info(`worker ${this.workerId} stopped`);
     } finally {
       if (this.handleSignals) {
@@ -384,6 +392,31 @@ export class Worker {
       }
     }, att.ttlMs / 3);
     att.finished = this.execute(att, performance.now() - claimSent);
+  }
+
+  /** Gives back the lease of an attempt signalled at the shutdown deadline
+   * once its handler returned or, at the latest, once the lease margin
+   * passed (a fifth of its TTL, the margin the lease guard keeps): a job
+   * given back at once would run elsewhere while its handler here still
+   * unwinds. Nothing renews the lease meanwhile; the margin ends well
+   * before it expires. */
+  private async giveBack(att: Attempt): Promise<void> {
+    const timeout = new AbortController();
+    const returned = await Promise.race([
+      att.finished.then(
+        () => true,
+        () => true,
+      ),
+      sleep(att.marginMs, timeout.signal).then(
+        () => false,
+        () => false,
+      ),
+    ]);
+    timeout.abort();
+    if (!returned) {
+      this.log.warn(`job ${att.ctx.id}: its handler is still running ${(att.marginMs / 1000).toFixed(1)} s after it was signalled (the lease margin); giving its lease back anyway`);
+    }
+    await this.release(att);
   }
 
   /** Gives the lease back (shutdown): the job is queued again at once, the

@@ -11,6 +11,11 @@ export const URL_ = process.env.SUNDIAL_URL ?? '';
 export const API_KEY = process.env.SUNDIAL_API_KEY || undefined;
 /** Set when no API is configured: node:test's skip option takes it. */
 export const noApi = URL_ ? false : 'SUNDIAL_URL is not set: these tests need a running API (make test-sdk starts one)';
+/** A second API over the same Redis whose leases last 5 s, not 1 s: a lease
+ * margin (a fifth) long enough for a handler's cleanup. */
+export const LONG_LEASE_URL = process.env.SUNDIAL_LONG_LEASE_URL ?? '';
+/** Set when no such API is configured: node:test's skip option takes it. */
+export const noLongLeaseApi = LONG_LEASE_URL ? false : 'SUNDIAL_LONG_LEASE_URL is not set: this test needs an API with 5 s leases (make test-sdk starts one)';
 
 export function client(opts: TransportOptions = {}): Client {
   return new Client({ url: URL_, ...(API_KEY ? { apiKey: API_KEY } : {}), ...opts });

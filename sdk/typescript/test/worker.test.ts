@@ -1,10 +1,10 @@
-// The worker against a real API (SUNDIAL_URL, SUNDIAL_LEASE_TTL=1s).
+// The worker against a real API (SUNDIAL_URL, SUNDIAL_LEASE_TTL=1s; SUNDIAL_LONG_LEASE_URL, 5s).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Cancel, ConflictError, NoRetry, RetryAfter, Snooze, Worker, type Job, type JobContext, type WorkerOptions } from '../src/index.js';
-import { API_KEY, client, eventually, memoryLogger, noApi, Proxy, queueName, running, URL_ } from './support.js';
+import { API_KEY, client, eventually, LONG_LEASE_URL, memoryLogger, noApi, noLongLeaseApi, Proxy, queueName, running, URL_ } from './support.js';
 
 const noBackoff = { base_seconds: 0, max_seconds: 0 };
 
@@ -375,5 +375,99 @@ describe('shutdown', { skip: noApi }, () => {
     } finally {
       w.proc.kill('SIGKILL');
     }
+  });
+});
+
+// A lease goes back only once the handler signalled at the shutdown
+// deadline returned, or after the lease margin (against the API with 5 s
+// leases: a 1 s margin).
+describe('shutdown: the lease margin', { skip: noLongLeaseApi }, () => {
+  const c = client({ url: LONG_LEASE_URL });
+  const cleanupMs = 300; // what the handler still does once signalled
+
+  function startWorker(q: string, work: (ctx: JobContext) => Promise<unknown>) {
+    const logger = memoryLogger();
+    const w = new Worker({ url: LONG_LEASE_URL, apiKey: API_KEY, queues: [q], waitSeconds: 5, shutdownTimeoutMs: 200, handleSignals: false, logger });
+    w.handle('unwind', work);
+    const done = w.run();
+    return { w, done, logger };
+  }
+
+  test('the lease goes back once the signalled handler returned', async () => {
+    const q = queueName('term-unwind');
+    const seen: { marginMs?: number; signalled?: boolean; state?: string } = {};
+    let started = false;
+    const job = await c.submit({ queue: q, type: 'unwind', max_attempts: 1 });
+    const { w, done, logger } = startWorker(q, async (ctx) => {
+      seen.marginMs = ctx.leaseTtlMs / 5;
+      started = true;
+      seen.signalled = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), 30_000);
+        ctx.signal.addEventListener('abort', () => {
+          clearTimeout(timer);
+          resolve(true);
+        });
+      });
+      await sleepMs(cleanupMs); // its cleanup, after the signal
+      seen.state = (await c.get(ctx.id)).state; // just before returning
+      return 'unwound';
+    });
+    try {
+      await eventually('the job to start', () => started);
+      assert.ok(seen.marginMs! > 2 * cleanupMs, "the API's leases are too short for this test");
+    } finally {
+      w.stop();
+      await done;
+    }
+    const out = logger.lines.join('\n');
+    assert.equal(seen.signalled, true, out);
+    await eventually('the handler to return', () => seen.state);
+    // the lease was still held while the handler unwound...
+    assert.equal(seen.state, 'active', out);
+    // ...and given back once it returned: queued, the attempt not counted
+    const got = await c.get(job.id);
+    assert.deepEqual([got.state, got.attempt], ['queued', 0], out);
+    assert.equal(got.result, undefined);
+    assert.ok(logger.lines.some((l) => l.includes(`job ${job.id}: lease given back`)), out);
+    assert.ok(!logger.lines.some((l) => l.includes('still running') && l.includes('margin')), out);
+  });
+
+  test('the lease goes back after the margin when the handler goes on', async () => {
+    const q = queueName('term-stuck');
+    const seen: { marginMs?: number; signalledAt?: number; state?: string } = {};
+    let started = false;
+    let letGo: () => void = () => {};
+    const go = new Promise<void>((resolve) => (letGo = resolve));
+    const job = await c.submit({ queue: q, type: 'unwind', max_attempts: 1 });
+    const { w, done, logger } = startWorker(q, async (ctx) => {
+      seen.marginMs = ctx.leaseTtlMs / 5;
+      started = true;
+      ctx.signal.addEventListener('abort', () => (seen.signalledAt = performance.now()));
+      await go; // ignores the signal until the test lets it go
+      seen.state = (await c.get(ctx.id)).state;
+      return null;
+    });
+    let stoppedAt = 0;
+    try {
+      await eventually('the job to start', () => started);
+    } finally {
+      w.stop();
+      await done;
+      stoppedAt = performance.now();
+    }
+    try {
+      const out = logger.lines.join('\n');
+      // given back after the margin, with a warning naming the job, while
+      // the handler still runs
+      assert.ok(seen.signalledAt !== undefined, out);
+      assert.ok(stoppedAt - seen.signalledAt! >= seen.marginMs! * 0.9, `${stoppedAt - seen.signalledAt!} ms\n${out}`);
+      assert.ok(logger.lines.some((l) => l.startsWith(`warn job ${job.id}: its handler is still running`)), out);
+      const got = await c.get(job.id);
+      assert.deepEqual([got.state, got.attempt], ['queued', 0], out);
+    } finally {
+      letGo();
+    }
+    await eventually('the handler to return', () => seen.state);
+    assert.equal(seen.state, 'queued');
   });
 });
