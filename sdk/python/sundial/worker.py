@@ -120,6 +120,11 @@ class _Attempt:
         self.lost = False
         self.lost_reason = ""
         self.abandoned = False
+        # Set while a claim answered late (a long poll) awaits its first
+        # renewal: the lease was granted some time after the claim was
+        # sent, so the claim's send time bounds nothing yet. The handler
+        # starts only once a renewal gave a bound; the guard waits for it.
+        self.starting = False
 
     @property
     def margin(self) -> float:
@@ -144,7 +149,7 @@ class _Attempt:
     def expired(self) -> bool:
         """Marks the attempt lost when its lease can no longer be trusted
         (the bound passed on the clock); True once it is lost."""
-        if self.lost or self.done.is_set() or _now() < self.trusted_until:
+        if self.starting or self.lost or self.done.is_set() or _now() < self.trusted_until:
             return self.lost
         if self.lose(LOST_IN_TIME):
             log.warning("job %s: %s; stopping it, reporting nothing", self.ctx.id, LOST_IN_TIME)
@@ -349,12 +354,14 @@ class Worker:
 
     def _start(self, job: JSON, lease: JSON, claim_sent: float) -> None:
         att = _Attempt(self, job, lease, claim_sent)
+        att.starting = _now() - claim_sent > att.margin
         with self._cond:
             self._running[att.ctx.id] = att
-            self._watch(att)
+            if not att.starting:
+                self._watch(att)
         threading.Thread(target=self._heartbeat_loop, args=(att,), name=f"sundial-lease-{att.ctx.id}",
                          daemon=True).start()
-        threading.Thread(target=self._execute, args=(att, _now() - claim_sent),
+        threading.Thread(target=self._execute, args=(att,),
                          name=f"sundial-job-{att.ctx.id}", daemon=True).start()
 
     def _give_back(self, attempts: List[_Attempt]) -> None:
@@ -423,7 +430,7 @@ class Worker:
                 attempts = list(self._running.values())
             live = [att for att in attempts if not att.expired()]
             with self._cond:
-                self._guard_at = min((att.trusted_until for att in live), default=float("inf"))
+                self._guard_at = min((att.trusted_until for att in live if not att.starting), default=float("inf"))
                 left = self._guard_at - _now()
             self._guard_wake.wait(max(0.0, left) if left != float("inf") else None)
             self._guard_wake.clear()
@@ -457,13 +464,19 @@ class Worker:
         att.renewed(sent)
         return not att.lost
 
-    def _execute(self, att: _Attempt, claim_took: float) -> None:
+    def _execute(self, att: _Attempt) -> None:
         ctx = att.ctx
         try:
             # A claim that waited long may have been granted well after it was
-            # sent: renew at once for a fresh bound on the lease.
-            if claim_took > att.ttl / 5 and not self._renew(att, None, ""):
-                return
+            # sent: renew at once for a fresh bound on the lease, and start
+            # the handler (and the guard) only with it.
+            if att.starting:
+                self._renew(att, None, "")
+                att.starting = False
+                if att.expired() or att.lost:
+                    return
+                with self._cond:
+                    self._watch(att)
             handler = self._handlers.get(ctx.type)
             outcome: Optional[Dict[str, Any]] = None
             kind = "complete"

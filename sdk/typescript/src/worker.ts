@@ -131,6 +131,11 @@ class Attempt {
   lost = false;
   lostReason = '';
   abandoned = false;
+  /** Set while a claim answered late (a long poll) awaits its first renewal:
+   * the lease was granted some time after the claim was sent, so the
+   * claim's send time bounds nothing yet. The handler starts only once a
+   * renewal gave a bound; the guard waits for it too. */
+  starting = false;
   done = false;
   beating = false;
   timer: ReturnType<typeof setInterval> | undefined;
@@ -191,7 +196,7 @@ class Attempt {
   /** Marks the attempt lost when its lease can no longer be trusted (the
    * bound passed on the clock); true once it is lost. */
   expired(): boolean {
-    if (this.lost || this.done || performance.now() < this.trustedUntil) return this.lost;
+    if (this.starting || this.lost || this.done || performance.now() < this.trustedUntil) return this.lost;
     this.lose(LOST_IN_TIME);
     this.log.warn(`job ${this.ctx.id}: ${LOST_IN_TIME}; stopping it, reporting nothing`);
     return true;
@@ -202,7 +207,7 @@ class Attempt {
    * accepted renewals moved the bound meanwhile, it waits again. */
   armGuard(): void {
     this.guard = undefined;
-    if (this.expired() || this.done) return;
+    if (this.starting || this.expired() || this.done) return;
     this.guard = setTimeout(() => this.armGuard(), Math.max(1, Math.ceil(this.trustedUntil - performance.now())));
   }
 
@@ -382,6 +387,7 @@ export class Worker {
   private start(claimed: ClaimedJob, claimSent: number): void {
     const att = new Attempt(this, claimed, claimSent, this.log);
     this.attempts.set(att.ctx.id, att);
+    att.starting = performance.now() - claimSent > att.marginMs;
     att.armGuard();
     att.timer = setInterval(() => {
       if (!att.beating && !att.lost) {
@@ -391,7 +397,7 @@ export class Worker {
         });
       }
     }, att.ttlMs / 3);
-    att.finished = this.execute(att, performance.now() - claimSent);
+    att.finished = this.execute(att);
   }
 
   /** Gives back the lease of an attempt signalled at the shutdown deadline
@@ -461,12 +467,18 @@ export class Worker {
     return !att.lost;
   }
 
-  private async execute(att: Attempt, claimTookMs: number): Promise<void> {
+  private async execute(att: Attempt): Promise<void> {
     const ctx = att.ctx;
     try {
       // A claim that waited long may have been granted well after it was
-      // sent: renew at once for a fresh bound on the lease.
-      if (claimTookMs > att.ttlMs / 5 && !(await this.renew(att))) return;
+      // sent: renew at once for a fresh bound on the lease, and start the
+      // handler (and the guard) only with it.
+      if (att.starting) {
+        await this.renew(att);
+        att.starting = false;
+        if (att.expired() || att.lost) return;
+        att.armGuard();
+      }
       let kind: Outcome | undefined;
       let body: Record<string, unknown> = {};
       try {
