@@ -593,15 +593,7 @@ func TestBatchSettledThenRolledBack(t *testing.T) {
 func TestBatchMemberSlotRolledBack(t *testing.T) {
 	e := newEnv(t)
 	members := e.newBatch(t, "rb", 2, []string{"rbq", "rbq2"}, true, true, false)
-	rdb := e.q.Redis()
-	keys, err := rdb.Keys(e.ctx, "*{rbq}*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	snapshot := map[string]string{}
-	for _, k := range keys {
-		snapshot[k] = rdb.Dump(e.ctx, k).Val()
-	}
+	rollback := snapshot(t, e.q.Redis(), "*{rbq}*")
 	e.runAll(t, "rbq", nil) // succeeds
 	if _, err := e.q.RelayBatchEnds(e.ctx, "rbq", 1000); err != nil {
 		t.Fatal(err)
@@ -610,18 +602,7 @@ func TestBatchMemberSlotRolledBack(t *testing.T) {
 	if err != nil || info.Counts.Succeeded != 1 || info.Counts.Pending != 1 {
 		t.Fatalf("after the first end: %+v %v", info, err)
 	}
-	// The member's slot rolls back to before its end (the batch's does not).
-	all, _ := rdb.Keys(e.ctx, "*{rbq}*").Result()
-	if len(all) > 0 {
-		if err := rdb.Del(e.ctx, all...).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for k, v := range snapshot {
-		if err := rdb.Restore(e.ctx, k, 0, v).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	rollback() // the member's slot, to before its end (the batch's does not roll back)
 	e.clock.Advance(time.Second)
 	e.runAll(t, "rbq", map[string]queue.OutcomeKind{members[0].ID: queue.OutcomeDead})
 	e.runAll(t, "rbq2", nil)

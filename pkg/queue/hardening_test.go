@@ -426,28 +426,12 @@ func TestTokensDifferAfterARollback(t *testing.T) {
 	if _, err := e.q.Submit(e.ctx, e.buildN(t, 1, job.Spec{Type: "t"})); err != nil {
 		t.Fatal(err)
 	}
-	rdb := e.q.Redis()
-	keys, err := rdb.Keys(e.ctx, "*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	snapshot := map[string]string{}
-	for _, k := range keys {
-		snapshot[k] = rdb.Dump(e.ctx, k).Val()
-	}
+	rollback := snapshot(t, e.q.Redis(), "*")
 	first, err := e.q.Claim(e.ctx, "default", 1, "w1")
 	if err != nil || len(first) != 1 {
 		t.Fatalf("claim: %v, %v", first, err)
 	}
-	// The rollback: every key as it was before the claim.
-	if err := rdb.FlushDB(e.ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range snapshot {
-		if err := rdb.Restore(e.ctx, k, 0, v).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	rollback() // every key as it was before the claim
 	second, err := e.q.Claim(e.ctx, "default", 1, "w2")
 	if err != nil || len(second) != 1 {
 		t.Fatalf("claim after the rollback: %v, %v", second, err)
@@ -613,27 +597,13 @@ func TestQuarantineAfterARollbackToBeforeTheFirstClaim(t *testing.T) {
 	if _, err := q.Submit(ctx, []*job.Job{j}); err != nil {
 		t.Fatal(err)
 	}
-	keys, err := rdb.Keys(ctx, "*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	snapshot := map[string]string{}
-	for _, k := range keys {
-		snapshot[k] = rdb.Dump(ctx, k).Val()
-	}
+	rollback := snapshot(t, rdb, "*")
 	if l, err := q.Claim(ctx, "default", 1, "w1"); err != nil || len(l) != 1 {
 		t.Fatalf("claim: %v %v", l, err)
 	}
 	// The rollback: the keys as they were, and the library's state fresh,
 	// as after a restart.
-	if err := rdb.FlushDB(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range snapshot {
-		if err := rdb.Restore(ctx, k, 0, v).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	rollback()
 	if err := rdb.FunctionFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -158,3 +158,37 @@ func serverStats(tb testing.TB, rdb redis.UniversalClient) (cpu float64, cmds ma
 	}
 	return cpu, cmds
 }
+
+// snapshot copies the keys matching pattern (DUMP) and returns the
+// rollback: every key matching pattern deleted, the copies restored, as a
+// Redis restarted from an older snapshot holds them (the library's own
+// state is the caller's to reset, FUNCTION FLUSH).
+func snapshot(t *testing.T, rdb redis.UniversalClient, pattern string) (rollback func()) {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, pattern).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := map[string]string{}
+	for _, k := range keys {
+		saved[k] = rdb.Dump(ctx, k).Val()
+	}
+	return func() {
+		t.Helper()
+		now, err := rdb.Keys(ctx, pattern).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(now) > 0 {
+			if err := rdb.Del(ctx, now...).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for k, v := range saved {
+			if err := rdb.Restore(ctx, k, 0, v).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
