@@ -3,7 +3,7 @@
 # missing: redis-server (+ redis-sentinel), PostgreSQL (for the MongoDB
 # stand-in), Chromium (the dashboard's end-to-end run), Node.js and npm,
 # Python 3 (the example HTTP worker; venv, pip, setuptools and wheel for the Python SDK), the Go modules, the FerretDB stand-in
-# binary, a pinned helm, and the dashboard's npm packages. make test runs it first (and .ci/run runs make
+# binary, a pinned helm, promtool, and the dashboard's npm packages. make test runs it first (and .ci/run runs make
 # test); it is quick when everything is there. Without root or passwordless
 # sudo it installs nothing and fails naming what to install.
 set -euo pipefail
@@ -23,6 +23,9 @@ fi
 command -v node >/dev/null || need_apt+=(nodejs)
 command -v python3 >/dev/null || need_apt+=(python3)   # examples/python_worker.py (internal/e2e), on sdk/python
 command -v npm >/dev/null || need_apt+=(npm)
+# promtool (Debian's prometheus package) checks and unit-tests the alert rules
+# (deploy/prometheus, make test-deploy).
+command -v promtool >/dev/null || need_apt+=(prometheus)
 # The Python SDK's tests (make test-sdk) make a virtual environment and build sdk/python
 # without a package index: Debian's python3 with venv, pip, setuptools and wheel.
 /usr/bin/python3 -c 'import venv, ensurepip, setuptools, wheel' 2>/dev/null ||
