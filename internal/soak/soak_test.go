@@ -464,9 +464,17 @@ var faults = []fault{
 	// forwards one of its script calls, drops the answer and resets the
 	// connection; go-redis sends the call again.
 	{"lost reply", 4, func(t *testing.T, s *stack, r *rand.Rand) {
-		procs := append(append(slices.Clone(s.workers), s.pollers...), s.apis...)
-		p := procs[r.IntN(len(procs))]
-		scripts := []string{"submit", "claim", "cycle", "complete", "extend", "promote", "reclaim", "cancel", "retry", "release"}
+		// The scripts each kind of process calls.
+		var p *proctest.Proc
+		var scripts []string
+		switch r.IntN(3) {
+		case 0:
+			p, scripts = s.workers[r.IntN(len(s.workers))], []string{"claim", "cycle", "complete", "extend"}
+		case 1:
+			p, scripts = s.pollers[r.IntN(len(s.pollers))], []string{"promote", "reclaim", "settle", "batchsettle", "submit"}
+		default:
+			p, scripts = s.apis[r.IntN(len(s.apis))], []string{"submit", "cancel", "retry"}
+		}
 		px := s.proxies[p]
 		before := px.Dropped.Load()
 		px.DropReply("_"+scripts[r.IntN(len(scripts))]+"\r\n", 1+r.IntN(3))
