@@ -83,6 +83,7 @@ type rendered struct {
 	hpas        []*autoscalingv2.HorizontalPodAutoscaler
 	ingresses   []*networkingv1.Ingress
 	monitors    []*monitoringv1.ServiceMonitor
+	rules       []*monitoringv1.PrometheusRule
 	kinds       map[string]int
 }
 
@@ -118,6 +119,8 @@ func render(t *testing.T, args ...string) *rendered {
 			r.ingresses = append(r.ingresses, o)
 		case *monitoringv1.ServiceMonitor:
 			r.monitors = append(r.monitors, o)
+		case *monitoringv1.PrometheusRule:
+			r.rules = append(r.rules, o)
 		case *corev1.ServiceAccount:
 		default:
 			t.Errorf("unexpected %s in the chart", gvk.Kind)
@@ -424,7 +427,7 @@ func checkSelectors(t *testing.T, r *rendered) {
 func TestHelmOptionalParts(t *testing.T) {
 	def := render(t)
 	full := render(t, chartCases[4].args()...)
-	for _, kind := range []string{"Ingress", "HorizontalPodAutoscaler", "ServiceMonitor"} {
+	for _, kind := range []string{"Ingress", "HorizontalPodAutoscaler", "ServiceMonitor", "PrometheusRule"} {
 		if def.kinds[kind] != 0 {
 			t.Errorf("defaults render a %s; it is optional", kind)
 		}
