@@ -20,7 +20,7 @@ test: deps
 	$(MAKE) --no-print-directory test-web; web=$$?; \
 	echo "== web test summary: $$([ $$web = 0 ] && echo ok || echo FAIL) (eslint, tsc, vitest, build up to date, e2e)"; \
 	$(MAKE) --no-print-directory test-deploy; deploy=$$?; \
-	echo "== deploy checks summary: $$([ $$deploy = 0 ] && echo ok || echo FAIL) (Prometheus rules, Dockerfile, docker-compose.yml, Helm chart)"; \
+	echo "== deploy checks summary: $$([ $$deploy = 0 ] && echo ok || echo FAIL) (Prometheus rules, Grafana dashboards, Dockerfile, docker-compose.yml, Helm chart)"; \
 	$(MAKE) --no-print-directory test-openapi; openapi=$$?; \
 	echo "== OpenAPI check summary: $$([ $$openapi = 0 ] && echo ok || echo FAIL) (the served document and real exchanges, by an independent 3.1 validator)"; \
 	$(MAKE) --no-print-directory test-sdk; sdk=$$?; \
@@ -56,7 +56,8 @@ test-web: web/node_modules/.package-lock.json
 	cd web && npm run lint && npm run typecheck && npm test && npm run e2e
 
 ## test-deploy: the Prometheus alert rules (promtool check rules, promtool test rules with
-## deploy/prometheus/sundial-rules.test.yaml), then offline checks of the Dockerfile
+## deploy/prometheus/sundial-rules.test.yaml), the Grafana dashboards against @grafana/schema's
+## Dashboard type (tools/grafanacheck, tsc), then offline checks of the Dockerfile
 ## (BuildKit's lint), docker-compose.yml (compose-go) and the Helm chart (helm lint --strict,
 ## helm template with each values file, strict decoding against the Kubernetes API types);
 ## builds a pinned helm once
@@ -64,6 +65,7 @@ test-deploy:
 	@command -v promtool >/dev/null || { echo "promtool not found: run make deps (Debian's prometheus package)"; exit 1; }
 	promtool check rules deploy/prometheus/sundial-rules.yaml
 	cd deploy/prometheus && promtool test rules sundial-rules.test.yaml
+	cd tools/grafanacheck && npm test --silent
 	@export HELM=$$(bash scripts/install-helm.sh) && cd tools/deploycheck && \
 	CGO_ENABLED=0 $(GO) vet ./... && CGO_ENABLED=0 $(GO) test -count=1 ./...
 

@@ -66,6 +66,13 @@ if [ ! web/node_modules/.package-lock.json -nt web/package-lock.json ]; then
   (cd web && npm ci --no-audit --no-fund)
 fi
 
+# tools/grafanacheck's packages (@grafana/schema, typescript: the dashboards' type
+# check in make test-deploy), when its lock file changed.
+if [ ! tools/grafanacheck/node_modules/.package-lock.json -nt tools/grafanacheck/package-lock.json ]; then
+  say "npm ci in tools/grafanacheck"
+  (cd tools/grafanacheck && npm ci --no-audit --no-fund)
+fi
+
 # The TypeScript SDK's packages and build (sdk/typescript/dist), which
 # examples/node_worker.mjs imports (internal/e2e runs it): npm ci when its lock
 # file changed, tsc when a source is newer than the build.
