@@ -161,7 +161,7 @@ var Vars = []Var{
 		c.LogFormat = v
 		return nil
 	}},
-	{"SUNDIAL_REQUEST_TIMEOUT", "1s", "API: how long a request may wait for Redis before it answers 503 unavailable (a Redis that accepts bytes and answers nothing); long polls, the stream, bulk actions and history searches are exempt", false, durVar(100*time.Millisecond, time.Minute, func(c *Config, d time.Duration) { c.RequestTimeout = d })},
+	{"SUNDIAL_REQUEST_TIMEOUT", "1s", "API: how long a request may wait for Redis before it answers 503 unavailable (a Redis that accepts bytes and answers nothing); long polls, the stream, bulk actions and history searches are exempt; batch and workflow submits (one call per chunk or stage) get ten times it", false, durVar(100*time.Millisecond, time.Minute, func(c *Config, d time.Duration) { c.RequestTimeout = d })},
 	{"SUNDIAL_SHUTDOWN_TIMEOUT", "30s", "how long a stopping process waits for running jobs and requests before giving their leases back", false, durVar(0, 24*time.Hour, func(c *Config, d time.Duration) { c.ShutdownTimeout = d })},
 	{"SUNDIAL_JOB_RETENTION", "24h", "poller: how long succeeded and cancelled jobs stay in Redis (history keeps them in MongoDB)", false, durVar(time.Second, 365*24*time.Hour, func(c *Config, d time.Duration) { c.JobRetention = d })},
 	{"SUNDIAL_LEASE_TTL", "15s", "how long a job's lease lasts unrenewed: workers renew it every third of this while the job runs, so a dead worker's jobs come back within it whatever their timeout; a worker that cannot renew stops the handler at four fifths of it, and a restarted or promoted Redis claims nothing for this long (docs/operations.md, Leases)", false, durVar(time.Second, time.Hour, func(c *Config, d time.Duration) { c.LeaseTTL = d })},

@@ -53,7 +53,8 @@ type cancelledCount struct {
 func (s *Server) batchRoutes() []route {
 	return []route{
 		{http.MethodPost, "/v1/batches", s.submitBatchJobs, operation{
-			ID: "submitBatchJobs", Tag: "batches", Summary: "Submit a batch: jobs in any queues, with callbacks", Scope: scopeSubmit,
+			Many: true,
+			ID:   "submitBatchJobs", Tag: "batches", Summary: "Submit a batch: jobs in any queues, with callbacks", Scope: scopeSubmit,
 			Description: "Validates every job (each as POST /v1/jobs takes it, without depends_on and idempotency_key) and callback (payload a JSON object or none), storing nothing when one is wrong (400 naming id, jobs[i].x, on_success.x or on_complete.x). " +
 				"Then stores the members, each with the field batch, and seals the batch unless open is true. Once the batch is sealed and every member ended, the poller submits on_complete, and on_success when every member succeeded, each once, with the idempotency key \"batch:<id>:on_success\" (or on_complete), the field batch and the payload member \"batch\" set to the batch's id. " +
 				"1 to 10,000 jobs a request (none with open); add more with POST /v1/batches/{id}/jobs. 409 when a batch of that id exists. The body may be 16× the usual limit.",
@@ -66,7 +67,8 @@ func (s *Server) batchRoutes() []route {
 			Status:      http.StatusOK, Response: queue.BatchInfo{}, Errors: []int{404, 503},
 		}},
 		{http.MethodPost, "/v1/batches/:id/jobs", s.addBatchJobs, operation{
-			ID: "addBatchJobs", Tag: "batches", Summary: "Add jobs to an open batch, and seal it", Scope: scopeSubmit,
+			Many: true,
+			ID:   "addBatchJobs", Tag: "batches", Summary: "Add jobs to an open batch, and seal it", Scope: scopeSubmit,
 			Description: "Adds jobs (as in POST /v1/batches; up to 10,000 a request) to a batch not sealed yet, then seals it when seal is true (jobs may then be empty): its callbacks wait for the seal. 409 when the batch is sealed.",
 			Body:        batchAddRequest{}, Status: http.StatusOK, Response: batchSubmitted{},
 			Errors: []int{400, 404, 409, 413, 415, 503},

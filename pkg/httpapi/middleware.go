@@ -140,14 +140,19 @@ func (s *Server) recoverer(c *gin.Context) {
 // config.NewRedis makes time out with their context): a Redis that stops
 // answering makes the request answer 503 unavailable in time instead of
 // hanging. Long routes (operation.Long) and those outside the route table
-// (the dashboard's files, /metrics) run without it.
+// (the dashboard's files, /metrics) run without it; routes of many calls
+// (operation.Many) have a longer one.
 func (s *Server) deadline(c *gin.Context) {
 	p := c.FullPath()
-	if p == "" || s.long[c.Request.Method+" "+p] || quietRoutes[p] && p != "/readyz" {
+	d, own := s.deadlines[c.Request.Method+" "+p]
+	if !own {
+		d = s.cfg.RequestTimeout
+	}
+	if p == "" || d == 0 || quietRoutes[p] && p != "/readyz" {
 		c.Next()
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(c.Request.Context(), d)
 	defer cancel()
 	c.Request = c.Request.WithContext(ctx)
 	c.Next()

@@ -48,7 +48,14 @@ type operation struct {
 	// Config.RequestTimeout (a long poll, the stream, a chunked bulk action,
 	// a history search): it runs without the request deadline.
 	Long bool
+	// Many marks a route that makes one Redis call per chunk or stage (a
+	// batch, a workflow, each waiting for replicas): its deadline is
+	// manyCalls request timeouts.
+	Many bool
 }
+
+// manyCalls is how many request timeouts a route marked Many may take.
+const manyCalls = 10
 
 // scope returns the scope a route needs.
 func (o operation) scope(method string) string {
@@ -91,7 +98,8 @@ func (s *Server) routes() []route {
 			Errors: []int{400, 413, 415, 503},
 		}},
 		{http.MethodPost, "/v1/jobs/batch", s.submitBatch, operation{
-			ID: "submitBatch", Tag: "jobs", Summary: "Submit up to 1000 jobs, all or nothing", Scope: scopeSubmit,
+			Many: true,
+			ID:   "submitBatch", Tag: "jobs", Summary: "Submit up to 1000 jobs, all or nothing", Scope: scopeSubmit,
 			Description: "One bad job rejects the batch with field \"jobs[i].x\". depends_on may name an earlier job of the batch as \"#0\", \"#1\"… An idempotent duplicate appears as the earlier job. Counts as one request for the rate limit; the body may be 16× the usual limit.",
 			Body:        batchRequest{}, Status: http.StatusCreated, Response: jobList{},
 			Errors: []int{400, 413, 415, 503},
@@ -316,8 +324,11 @@ func (s *Server) newEngine() (*gin.Engine, error) {
 		e.Handle(r.Method, r.Path, s.requireScope(r.Doc.scope(r.Method)), r.Handler)
 	}
 	for _, r := range s.routes() {
-		if r.Doc.Long {
-			s.long[r.Method+" "+r.Path] = true
+		switch {
+		case r.Doc.Long:
+			s.deadlines[r.Method+" "+r.Path] = 0
+		case r.Doc.Many:
+			s.deadlines[r.Method+" "+r.Path] = manyCalls * s.cfg.RequestTimeout
 		}
 	}
 	e.NoRoute(s.notFound)

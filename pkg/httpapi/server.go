@@ -157,7 +157,10 @@ type Server struct {
 	wake    *wakeups         // long-polling claims of HTTP workers
 	seen    seenWorkers      // HTTP workers' registry writes, throttled
 	started sync.Once
-	long    map[string]bool // "METHOD path" of the routes without a request deadline (operation.Long)
+	// deadlines are the routes' own request deadlines by "METHOD path": 0
+	// for none (operation.Long), more for operation.Many; the others have
+	// Config.RequestTimeout.
+	deadlines map[string]time.Duration
 }
 
 // New builds a Server from cfg. It returns an error for an invalid
@@ -166,7 +169,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, q: cfg.Queue, log: cfg.Logger, auth: newAuthenticator(cfg.APIKeys), long: map[string]bool{}}
+	s := &Server{cfg: cfg, q: cfg.Queue, log: cfg.Logger, auth: newAuthenticator(cfg.APIKeys), deadlines: map[string]time.Duration{}}
 	s.metrics = newMetrics()
 	s.dash = newDashboard(cfg.Dashboard)
 	s.backlog = history.NewMonitor(cfg.Queue, history.MonitorConfig{Logger: s.log})

@@ -38,7 +38,8 @@ type workflowResult struct {
 func (s *Server) workflowRoutes() []route {
 	return []route{
 		{http.MethodPost, "/v1/workflows", s.submitWorkflow, operation{
-			ID: "submitWorkflow", Tag: "jobs", Summary: "Submit a workflow: a DAG of jobs in any queues", Scope: scopeSubmit,
+			Many: true,
+			ID:   "submitWorkflow", Tag: "jobs", Summary: "Submit a workflow: a DAG of jobs in any queues", Scope: scopeSubmit,
 			Description: "Validates every step (names unique, after naming steps of the workflow, no cycle, each job as POST /v1/jobs takes it, without depends_on) and stores nothing when one is wrong (400 naming steps[i].name, steps[i].after[j] or steps[i].job.x). " +
 				"Then stores the steps in dependency order, each queue's steps that can go together in one all-or-nothing call. A step runs once the steps of its after succeeded; when one ends dead or cancelled it is cancelled, or runs with the job's on_dependency_failure \"run\". " +
 				"Each step without an idempotency_key gets \"wf:<id>:<name>\": the same document sent again (after a 503 midway, say) stores only what is missing; send an id to make that work, or the server picks a new one. " +

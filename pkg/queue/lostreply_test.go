@@ -317,3 +317,27 @@ func TestLostReplyMoreScripts(t *testing.T) {
 		t.Fatalf("the callback was submitted %d times", len(cb))
 	}
 }
+
+// A call that shares only some job ids with an earlier one (two outbox
+// relays over the same rows, each job with its idempotency key) is no
+// replay: the jobs that exist are duplicates, the others are written.
+func TestSubmitOverlappingAnEarlierCall(t *testing.T) {
+	e := newEnv(t)
+	a := e.build(t, job.Spec{Queue: "ov", Type: "t", IdempotencyKey: "row-a"})
+	if _, err := e.q.Submit(e.ctx, []*job.Job{a}); err != nil {
+		t.Fatal(err)
+	}
+	a2 := *a
+	b := e.build(t, job.Spec{Queue: "ov", Type: "t", IdempotencyKey: "row-b"})
+	res, err := e.q.Submit(e.ctx, []*job.Job{&a2, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res[0].Duplicate || res[1].Duplicate {
+		t.Fatalf("overlapping submit: duplicate %v %v, want true false", res[0].Duplicate, res[1].Duplicate)
+	}
+	wantState(t, e.get(t, b.ID), job.Queued)
+	if n := len(e.claim(t, "ov", 10)); n != 2 {
+		t.Fatalf("%d jobs queued, want 2 (each once)", n)
+	}
+}

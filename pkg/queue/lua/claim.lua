@@ -248,6 +248,7 @@ if pad then
 end
 call_chunked('ZADD', K_LEASES, leases)
 call_chunked('HSET', K_ACTIVE, actives)
+keep_ttl(ttl)
 if call_id ~= '' then
   local ids = {}
   for i = 1, taken do ids[i] = out[12 * i - 11] end

@@ -63,5 +63,6 @@ for i = 1, n do
   end
 end
 call_chunked('ZADD', K_LEASES, leases)
+if #leases > 0 then keep_ttl(tonumber(ARGV[6])) end
 out[n + 1] = ms(expiry)
 return out

@@ -209,7 +209,8 @@ end
 local BOOTED = {}
 
 -- MAXTTL caches, per queue prefix, the longest lease TTL in use
--- (longest_ttl): {ttl = ms, at = lease clock ms when read}.
+-- (longest_ttl): {ttl = ms, at = lease clock ms when read, kept = lease
+-- clock ms when this library last wrote it}.
 local MAXTTL = {}
 
 -- longest_ttl returns the longest lease TTL (ms) granted or renewed in this
@@ -220,19 +221,30 @@ local MAXTTL = {}
 -- can be left), read at most once a second per queue. The restart
 -- quarantine waits for it, and a renewal grants it, so that a process with
 -- a shorter TTL (an API pod renewing an HTTP worker's lease) never shortens
--- a lease another one granted (docs/operations.md, "Leases").
+-- a lease another one granted (docs/operations.md, "Leases"). It only
+-- reads: keep_ttl writes, and only for a call that granted or renewed a
+-- lease, so that a call that found nothing writes no key (a claim of an
+-- empty queue redirected to the new master of a slot being moved must not
+-- make a key the move then finds there already).
 local function longest_ttl(ttl)
   local now = lease_now()
   local c = MAXTTL[QK]
-  if LIBRARY and c and ttl <= c.ttl and now < c.at + 1000 then return c.ttl end
-  local key = QK .. 'ttl'
-  local m = tonumber(redis.call('GET', key) or '0') or 0
-  if ttl >= m then
-    redis.call('SET', key, ms(ttl), 'PX', ms(3 * ttl))
-    m = ttl
-  end
-  if LIBRARY then MAXTTL[QK] = {ttl = m, at = now} end
-  return m
+  if LIBRARY and c and now < c.at + 1000 then return math.max(ttl, c.ttl) end
+  local m = tonumber(redis.call('GET', QK .. 'ttl') or '0') or 0
+  if LIBRARY then MAXTTL[QK] = {ttl = m, at = now, kept = c and c.kept or 0} end
+  return math.max(ttl, m)
+end
+
+-- keep_ttl records ttl, the TTL of leases this call granted or renewed,
+-- as the longest in use when it is (longest_ttl), at most once a second
+-- per queue and server.
+local function keep_ttl(ttl)
+  local now = lease_now()
+  local m = longest_ttl(ttl)
+  local c = MAXTTL[QK]
+  if ttl < m or (LIBRARY and c and now < c.kept + 1000) then return end
+  redis.call('SET', QK .. 'ttl', ms(ttl), 'PX', ms(3 * ttl))
+  if LIBRARY then MAXTTL[QK] = {ttl = ttl, at = now, kept = now} end
 end
 
 -- quarantined tells whether claims of this queue must wait: a server that
@@ -1172,18 +1184,20 @@ end
 
 -- submit_replay answers a submit sent again (submit.lua): {'ok', i, id, …}
 -- with a pair for each job of the call that has no hash (a duplicate of
--- the job its idempotency key names), as the first call answered.
+-- the job its idempotency key names), as the first call answered. It
+-- returns nil when the call is no replay: a job of it has no hash and no
+-- idempotency key naming another job (another call that shares some job
+-- ids, as outbox relays' do, goes the usual way).
 local function submit_replay(base, n)
   local out = {'ok'}
   local b = base
   for i = 1, n do
     local id = ARGV[b]
-    if redis.call('EXISTS', JOB .. id) == 0 and ARGV[b + 3] ~= '' and ARGV[b + 4] ~= '' then
-      local prev = redis.call('GET', QK .. 'idem:' .. ARGV[b + 4])
-      if prev then
-        out[#out + 1] = tostring(i - 1)
-        out[#out + 1] = prev
-      end
+    if redis.call('EXISTS', JOB .. id) == 0 then
+      local prev = ARGV[b + 3] ~= '' and ARGV[b + 4] ~= '' and redis.call('GET', QK .. 'idem:' .. ARGV[b + 4])
+      if not prev or prev == id or redis.call('EXISTS', JOB .. prev) == 0 then return nil end
+      out[#out + 1] = tostring(i - 1)
+      out[#out + 1] = prev
     end
     b = submit_next_job(b)
   end

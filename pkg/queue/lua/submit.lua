@@ -42,13 +42,19 @@ local base = pbase + 8 * tonumber(ARGV[16 + 2 * rec_m]) -- the first job
 -- submit, so a job of the call that exists already means the call ran,
 -- and the answer is the first one's: the jobs are not written again. A
 -- job that was a duplicate then has no hash; its idempotency key still
--- names the earlier job.
+-- names the earlier job. A call that only shares some job ids with an
+-- earlier one (outbox relays racing over the same rows) is no replay
+-- (submit_replay answers nil): it goes on, its idempotency keys finding
+-- the jobs that exist.
 if not dry_run then
   local keys, b = {}, base
   for i = 1, n do keys[i] = JOB .. ARGV[b]; b = submit_next_job(b) end
   local found = 0
   for i = 1, n, CHUNK do found = found + redis.call('EXISTS', unpack(keys, i, math.min(i + CHUNK - 1, n))) end
-  if found > 0 then return submit_replay(base, n) end
+  if found > 0 then
+    local replay = submit_replay(base, n)
+    if replay then return replay end
+  end
 end
 if guard_key ~= '' then
   local cur = redis.call('ZSCORE', guard_key, guard_member)
