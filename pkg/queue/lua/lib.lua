@@ -148,6 +148,8 @@ local NOHANDLER = '@handler'
 -- Whether the queue's live batch members (QK..'blive') may hold any, asked
 -- at most once a call (batch_members_live); nil: not asked yet.
 local blive
+-- LNOW: this call's lease clock reading (lease_now); nil: not read yet.
+local LNOW
 -- The events of this call (see emit).
 local ev_groups, ev_last
 local WAKE_CHANNEL = 'sundial:poller:wake'
@@ -181,6 +183,7 @@ local function begin()
   end
   ev_groups, ev_last = {}, nil
   blive = nil
+  LNOW = nil
   CYCLE_STATUSES = nil
 end
 
@@ -189,10 +192,15 @@ end
 local function ms(x) return string.format('%.0f', x) end
 
 -- lease_now is the clock of leases: Redis' own TIME (or the override in ARGV[4]).
+-- One reading of TIME a call (LNOW, reset by begin): a call is one
+-- instant on the lease clock, as it is on NOW's.
 local function lease_now()
   if LEASE_CLOCK ~= '' then return tonumber(LEASE_CLOCK) end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if not LNOW then
+    local t = redis.call('TIME')
+    LNOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return LNOW
 end
 
 -- later tells whether ms string a is a later time than ms string b (both
