@@ -187,14 +187,23 @@ func (c *Client) runAndWait(ctx context.Context, s *script, k *queueKeys, cmd []
 			return nil, err
 		}
 	}
-	acked, err := conn.Wait(ctx, replicas, c.opts.WaitTimeout).Result()
-	if err != nil {
-		return nil, fmt.Errorf("%w: WAIT: %v", ErrNotReplicated, err)
-	}
-	if int(acked) < replicas {
-		return nil, fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, acked, replicas, c.opts.WaitTimeout)
+	if err := c.waitFor(ctx, conn, replicas); err != nil {
+		return nil, err
 	}
 	return res, nil
+}
+
+// waitFor WAITs on conn for n replicas to have every write of conn, within
+// Options.WaitTimeout; ErrNotReplicated when fewer acknowledged.
+func (c *Client) waitFor(ctx context.Context, conn *redis.Conn, n int) error {
+	acked, err := conn.Wait(ctx, n, c.opts.WaitTimeout).Result()
+	if err != nil {
+		return fmt.Errorf("%w: WAIT: %v", ErrNotReplicated, err)
+	}
+	if int(acked) < n {
+		return fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, acked, n, c.opts.WaitTimeout)
+	}
+	return nil
 }
 
 // replicated runs write on a connection of its own to the master of key's
@@ -219,12 +228,5 @@ func (c *Client) replicated(ctx context.Context, key, tag string, write func(con
 	if err := write(conn); err != nil {
 		return err
 	}
-	acked, err := conn.Wait(ctx, n, c.opts.WaitTimeout).Result()
-	if err != nil {
-		return fmt.Errorf("%w: WAIT: %v", ErrNotReplicated, err)
-	}
-	if int(acked) < n {
-		return fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, acked, n, c.opts.WaitTimeout)
-	}
-	return nil
+	return c.waitFor(ctx, conn, n)
 }
