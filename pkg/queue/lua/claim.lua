@@ -39,9 +39,10 @@
 -- can block on it and be woken by the next submit.
 -- One EXISTS over the pause flag and the limits tells the common case
 -- (neither) apart at no extra cost.
--- The same call sent again (its reply was lost): the same answer.
+-- The same call sent again (its reply was lost): the same answer. A
+-- cycle (CYCLE_STATUSES set) looked already, before its outcomes.
 local call_id = string.sub(ARGV[11] or '', 1, 12)
-local rec = claim_record(ARGV[7], call_id)
+local rec = CYCLE_STATUSES == nil and claim_record(ARGV[7], call_id)
 if rec then return (replay_claim(rec, ARGV[11])) end
 if quarantined(longest_ttl(tonumber(ARGV[8]))) then
   redis.call('DEL', K_SIGNAL) -- callers block until a submit or their wait ends
