@@ -61,3 +61,9 @@ func ActiveKey(queue string) string { return keysFor(queue).active() }
 // SetAfterForgetScript makes c's Forget call f between its script and the
 // removal of the queue's listing.
 func SetAfterForgetScript(c *Client, f func()) { c.afterForgetScript = f }
+
+// LoadLibrary loads c's function library on rdb as a call that found it
+// missing does (exec), for tests of processes that start together.
+func LoadLibrary(ctx context.Context, c *Client, rdb *redis.Client) error {
+	return c.loadLibrary(ctx, rdb, "")
+}

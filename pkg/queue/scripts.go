@@ -151,7 +151,7 @@ func mustRead(name string) string {
 type scripter interface {
 	redis.Scripter
 	Process(ctx context.Context, cmd redis.Cmder) error
-	FunctionLoadReplace(ctx context.Context, code string) *redis.StringCmd
+	FunctionLoad(ctx context.Context, code string) *redis.StringCmd
 }
 
 // scriptMode tells how a Client runs the scripts.
@@ -242,16 +242,27 @@ func evalsha(ctx context.Context, r scripter, s *script, cmd []any) *redis.Cmd {
 }
 
 // loadLibrary loads the function library on the server that holds key:
-// on a cluster, the master of key's slot.
+// on a cluster, the master of key's slot. It never replaces a library of
+// the same name (the same source: the name carries its hash): the library
+// keeps state between calls (lib.lua's BOOTED, the restart quarantine),
+// and loading it again would wipe that and hold every queue it knew
+// for a lease TTL. Processes that start together all miss the library;
+// the first one loads it and the others find it there.
 func (c *Client) loadLibrary(ctx context.Context, r scripter, key string) error {
+	var err error
 	if cc, ok := r.(*redis.ClusterClient); ok {
-		node, err := cc.MasterForKey(ctx, key)
-		if err != nil {
-			return err
+		node, nerr := cc.MasterForKey(ctx, key)
+		if nerr != nil {
+			return nerr
 		}
-		return node.FunctionLoadReplace(ctx, c.scripts.library).Err()
+		err = node.FunctionLoad(ctx, c.scripts.library).Err()
+	} else {
+		err = r.FunctionLoad(ctx, c.scripts.library).Err()
 	}
-	return r.FunctionLoadReplace(ctx, c.scripts.library).Err()
+	if isReply(err, "ERR Library '"+c.scripts.name+"' already exists") {
+		return nil
+	}
+	return err
 }
 
 // isNoFunction tells the error of an FCALL of a function the server does

@@ -96,6 +96,38 @@ func TestScriptsRunAsFunctionsLoadedOnDemand(t *testing.T) {
 	}
 }
 
+// Processes that start together all miss the library and load it; one
+// that loads it after another process already ran scripts must not wipe
+// the library's state, or every queue it knew would wait out the restart
+// quarantine (a lease TTL) as if Redis had restarted.
+func TestLateLibraryLoadKeepsQueuesRunning(t *testing.T) {
+	t.Parallel()
+	srv := queuetest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	a := queue.New(rdb, queue.Options{LeaseTTL: time.Minute})
+	for range 3 {
+		j, _ := (&job.Spec{Queue: "late-load", Type: "t"}).Build(time.Now())
+		if _, err := a.Submit(ctx, []*job.Job{j}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	late := queue.New(srv.Client(), queue.Options{})
+	if err := queue.LoadLibrary(ctx, late, rdb); err != nil {
+		t.Fatalf("loading the library a second time: %v", err)
+	}
+	leases, err := a.Claim(ctx, "late-load", 3, "w")
+	if err != nil || len(leases) != 3 {
+		t.Fatalf("claimed %d of 3 jobs after a late load (%v): the queue was held as after a restart", len(leases), err)
+	}
+	if err := rdb.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := queue.LoadLibrary(ctx, late, rdb); err != nil {
+		t.Fatalf("loading the library on a server without it: %v", err)
+	}
+}
+
 // A server that cannot load functions (FUNCTION renamed away here, as an
 // ACL or an older Redis would refuse it) gets the same scripts by EVALSHA.
 func TestScriptsFallBackToEvalWithoutFunctions(t *testing.T) {
