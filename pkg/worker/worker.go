@@ -152,6 +152,7 @@ type Worker struct {
 	processed  atomic.Int64
 	failed     atomic.Int64
 	leasesLost atomic.Int64
+	metrics    workerMetrics // metrics.go
 }
 
 // running is one attempt: a job under one lease (a job and a token). A
@@ -579,6 +580,7 @@ func (w *Worker) start(jobsCtx context.Context, queueName string, l queue.Lease,
 		renewUntil: time.Now().Add(l.Job.Timeout() + w.q.Options().LeaseGrace),
 		heldUntil:  w.heldUntil(sent)}
 	ctx = context.WithValue(ctx, runningKey{}, &runningJob{w: w, r: r})
+	w.observeStart(queueName, l)
 	w.mu.Lock()
 	w.active[l.Job.ID] = r
 	if _, ok := w.caps[queueName]; ok {
