@@ -38,6 +38,9 @@ type metrics struct {
 	wsDropped                          prometheus.Counter
 	rateLimited                        prometheus.Counter
 	streamErrors                       prometheus.Counter
+	// startLatency is observed at the claims of the HTTP worker protocol
+	// (one per claim, so summed across replicas, unlike the event series).
+	startLatency *prometheus.HistogramVec
 
 	// httpSeries caches the request-duration histogram of each (method,
 	// route, status): the label lookup hashed three strings per request.
@@ -98,11 +101,13 @@ func newMetrics() *metrics {
 			Help: "Requests refused with 429."}),
 		streamErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "sundial_stream_read_errors_total",
 			Help: "Failed reads of the queues' event streams (Redis unavailable)."}),
+		startLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sundial_job_start_latency_seconds",
+			Help: job.StartDelayHelp, Buckets: job.StartDelayBuckets}, []string{"queue"}),
 		series:  map[seriesKey]*jobSeries{},
 		running: map[string]runningAttempt{},
 	}
 	m.reg.MustRegister(m.submitted, m.succeeded, m.failed, m.dead, m.duration, m.depth, m.httpDuration,
-		m.wsClients, m.wsDropped, m.rateLimited, m.streamErrors,
+		m.wsClients, m.wsDropped, m.rateLimited, m.streamErrors, m.startLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	return m
 }
@@ -211,4 +216,14 @@ func (m *metrics) observeStats(stats []queue.QueueStats) {
 		m.depth.WithLabelValues(q.Name, "throttled").Set(float64(q.Throttled))
 		m.depth.WithLabelValues(q.Name, "unhandled").Set(float64(q.Unhandled))
 	}
+}
+
+// observeClaim records how long the job of a lease claimed over the HTTP
+// worker protocol waited after it became due (see job.StartDelayHelp).
+func (m *metrics) observeClaim(queueName string, l queue.Lease) {
+	started := time.Now()
+	if l.Job.StartedAt != nil {
+		started = *l.Job.StartedAt
+	}
+	m.startLatency.WithLabelValues(queueName).Observe(l.Job.StartDelay(started).Seconds())
 }

@@ -171,6 +171,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, q: cfg.Queue, log: cfg.Logger, auth: newAuthenticator(cfg.APIKeys), deadlines: map[string]time.Duration{}}
 	s.metrics = newMetrics()
+	s.metrics.reg.MustRegister(newEngineCollector(cfg.Queue))
 	s.dash = newDashboard(cfg.Dashboard)
 	s.backlog = history.NewMonitor(cfg.Queue, history.MonitorConfig{Logger: s.log})
 	s.wake = newWakeups(cfg.Queue, s.log)

@@ -206,6 +206,7 @@ func (s *Server) claim(c *gin.Context, queues []string) {
 			}
 			exp := msTime(s.now().Add(ttl))
 			for _, l := range leases {
+				s.metrics.observeClaim(q, l)
 				out.Jobs = append(out.Jobs, claimedJob{Job: l.Job, Lease: leaseInfo{Token: l.Token, ExpiresAt: exp, TTLSeconds: ttl.Seconds()}})
 			}
 		}

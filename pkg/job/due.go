@@ -19,6 +19,10 @@ func (j *Job) StartDelay(started time.Time) time.Duration {
 	return max(started.Sub(j.DueAt()), 0)
 }
 
-// StartDelayBuckets are the buckets of the start-latency histograms
-// (sundial_job_start_latency_seconds): 5 ms to an hour.
+// StartDelayHelp is the help text of sundial_job_start_latency_seconds,
+// the histogram of StartDelay that workers serve and the API serves too
+// (for the claims of the HTTP worker protocol).
+const StartDelayHelp = "Time from when a job became due (its run_at, or created_at when later) to the start of an attempt, by queue: observed by the process that claimed it (a worker; the API for the HTTP worker protocol's claims)."
+
+// StartDelayBuckets are that histogram's buckets: 5 ms to an hour.
 var StartDelayBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 1800, 3600}

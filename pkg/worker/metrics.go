@@ -32,14 +32,10 @@ type workerMetrics struct {
 	byQueue sync.Map // queue name → prometheus.Observer, the label lookup done once
 }
 
-// StartLatencyHelp is the help text of sundial_job_start_latency_seconds,
-// which the API serves too (claims of the HTTP worker protocol).
-const StartLatencyHelp = "Time from when a job became due (its run_at, or created_at when later) to the start of an attempt, by queue: observed by the process that claimed it (a worker; the API for the HTTP worker protocol's claims)."
-
 func (m *workerMetrics) startLatency() *prometheus.HistogramVec {
 	m.once.Do(func() {
 		m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sundial_job_start_latency_seconds",
-			Help: StartLatencyHelp, Buckets: job.StartDelayBuckets}, []string{"queue"})
+			Help: job.StartDelayHelp, Buckets: job.StartDelayBuckets}, []string{"queue"})
 	})
 	return m.latency
 }
