@@ -116,7 +116,7 @@ var enums = map[reflect.Type][]string{
 	reflect.TypeFor[job.Priority](): {"high", "normal", "low"},
 	reflect.TypeFor[job.State]():    {"waiting", "scheduled", "queued", "active", "succeeded", "dead", "cancelled"},
 	reflect.TypeFor[job.EventType](): {"submitted", "scheduled", "queued", "started", "succeeded", "failed",
-		"dead", "cancelled", "retried", "lease_expired", "waiting", "snoozed"},
+		"dead", "cancelled", "retried", "lease_expired", "waiting", "snoozed", "parked", "step", "signal"},
 
 	reflect.TypeFor[schedule.MisfirePolicy](): {"skip", "run_once", "run_all"},
 }

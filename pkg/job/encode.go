@@ -90,6 +90,14 @@ func (j *Job) AppendJSON(b []byte) ([]byte, error) {
 		b = appendString(b, j.HeldBack.Message)
 		b = append(b, '}')
 	}
+	if j.Durable != nil {
+		// Rare (durable jobs only): encoding/json writes it.
+		d, err := json.Marshal(j.Durable)
+		if err != nil {
+			return nil, err
+		}
+		b = append(appendKey(b, ',', "durable"), d...)
+	}
 	b = appendKey(b, ',', "run_at")
 	b = appendTime(b, j.RunAt)
 	b = appendKey(b, ',', "created_at")

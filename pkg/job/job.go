@@ -71,6 +71,14 @@ const (
 	// EventSnoozed: the handler asked to run again later; the attempt is
 	// given back (max_attempts grows by one).
 	EventSnoozed EventType = "snoozed"
+	// EventParked: a durable job's attempt ended to wait (a sleep, a
+	// signal) without holding a worker; Error says what it waits for.
+	EventParked EventType = "parked"
+	// EventStep: a durable job recorded a step; Message is "<seq> <name>
+	// <status>", Error the step's error when it failed.
+	EventStep EventType = "step"
+	// EventSignal: a signal was delivered to a durable job; Message names it.
+	EventSignal EventType = "signal"
 	// EventProgress: a running attempt reported progress (at most one
 	// event a second per job; the latest value is on the job).
 	EventProgress EventType = "progress"
@@ -135,16 +143,21 @@ type Job struct {
 	// nil when nothing does (it runs, or is due and waits for a worker).
 	// For an active job: set only when its worker stopped heartbeating.
 	HeldBack *HeldBack `json:"held_back,omitempty"`
+	// Durable is what a durable job recorded: steps, signals, its wait
+	// (docs/durable.md); nil for a job that recorded none.
+	Durable *Durable `json:"durable,omitempty"`
 }
 
 // The reasons of HeldBack.
 const (
-	HeldDependencies = "dependencies" // waiting for the jobs it depends on
-	HeldScheduled    = "scheduled"    // due later (delay, run_at, a retry's backoff, a snooze)
-	HeldLimit        = "limit"        // a limit of the queue has no room (docs/flow-control.md)
-	HeldNoHandler    = "no_handler"   // the workers that claimed it do not handle its type
-	HeldPaused       = "paused"       // its queue is paused
-	HeldWorkerGone   = "worker_gone"  // active, but its worker stopped heartbeating: it runs again once the lease expires
+	HeldDependencies = "dependencies"    // waiting for the jobs it depends on
+	HeldScheduled    = "scheduled"       // due later (delay, run_at, a retry's backoff, a snooze)
+	HeldLimit        = "limit"           // a limit of the queue has no room (docs/flow-control.md)
+	HeldNoHandler    = "no_handler"      // the workers that claimed it do not handle its type
+	HeldPaused       = "paused"          // its queue is paused
+	HeldWorkerGone   = "worker_gone"     // active, but its worker stopped heartbeating: it runs again once the lease expires
+	HeldSleeping     = "sleeping"        // a durable job parked in a sleep (docs/durable.md)
+	HeldSignal       = "awaiting_signal" // a durable job parked until a signal arrives (or its wait's deadline)
 )
 
 // HeldBack is why a job is not running: a reason (HeldDependencies, …)

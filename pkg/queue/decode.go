@@ -100,6 +100,7 @@ func DecodeJob(queue, id string, h map[string]string) *job.Job {
 	if p := h["progress"]; p != "" && j.State == job.Active && h["progress_attempt"] == h["attempt"] {
 		j.Progress = &job.Progress{Percent: atoi(p), Message: h["progress_message"], At: ts(h["progress_at"])}
 	}
+	j.Durable = decodeDurable(j, h)
 	return j
 }
 
@@ -181,6 +182,8 @@ func ParseEvents(queue string, m redis.XMessage) ([]job.Event, error) {
 		if p := str("progress"); p != "" {
 			n, _ := strconv.Atoi(p)
 			e.Progress, e.Message = &n, str("message")
+		} else {
+			e.Message = str("message") // a step's or a signal's (durable jobs)
 		}
 		return []job.Event{e}, nil
 	}

@@ -163,7 +163,7 @@ func (c *Client) outcomeArgs(args []any, outcomes []Outcome) []any {
 		// unless its handler chose the delay ("+<ms>", complete.lua).
 		var r any = 0
 		switch {
-		case o.Kind == OutcomeSnoozed:
+		case o.Kind == OutcomeSnoozed || o.Kind == OutcomeParked:
 			r = max(o.Delay, 0).Milliseconds()
 		case o.Kind == OutcomeFailed && o.Delay > 0:
 			r = "+" + strconv.FormatInt(o.Delay.Milliseconds(), 10)

@@ -203,6 +203,9 @@ func heldBack(j *job.Job, parked string, paused bool, pending []string) *job.Hel
 		return &job.HeldBack{Reason: job.HeldDependencies,
 			Message: fmt.Sprintf("waiting for %d dependencies to succeed: %s", len(pending), strings.Join(pending, ", "))}
 	case job.Scheduled:
+		if h := awaitingHeld(j); h != nil {
+			return h
+		}
 		return &job.HeldBack{Reason: job.HeldScheduled, Message: "scheduled to run at " + j.RunAt.UTC().Format(job.TimeLayout)}
 	case job.Queued:
 	default:

@@ -102,6 +102,8 @@ func (e *outcomeError) Error() string {
 	switch {
 	case e.kind == queue.OutcomeSnoozed:
 		return "snoozed for " + e.delay.String()
+	case e.kind == queue.OutcomeParked:
+		return "parked for " + e.delay.String() + ": " + e.err.Error()
 	case e.err != nil:
 		return e.err.Error()
 	}
@@ -131,6 +133,8 @@ func OutcomeName(k queue.OutcomeKind) string {
 		return "snoozed"
 	case queue.OutcomeCancelled:
 		return "cancelled"
+	case queue.OutcomeParked:
+		return "parked"
 	}
 	return "failed"
 }
@@ -144,8 +148,11 @@ func outcomeOf(o *queue.Outcome, err error) {
 		o.Kind = queue.OutcomeDead
 	case errors.As(err, &oe):
 		o.Kind, o.Delay = oe.kind, oe.delay
-		if oe.kind == queue.OutcomeSnoozed {
+		switch oe.kind {
+		case queue.OutcomeSnoozed:
 			o.Error = ""
+		case queue.OutcomeParked:
+			o.Error = oe.err.Error() // what it waits for
 		}
 	}
 }

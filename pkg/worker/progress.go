@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -26,6 +27,8 @@ type runningJob struct {
 	// fake is set for a context made by HandlerContext (a handler run in a
 	// unit test, without Redis): Progress and LeaseOf answer from it.
 	fake *FakeRun
+	// durable is what the attempt knows of its job's records (durable.go).
+	durable durableRun
 }
 
 // FakeRun is what a handler run by HandlerContext sees of its attempt,
@@ -35,6 +38,10 @@ type FakeRun struct {
 	Lease Lease
 	// Progress is called by Progress; nil accepts every report.
 	Progress func(percent int, message string) error
+	// Signals are the signals the job has (WaitSignal reads them; a wait
+	// for one not here times out). Steps run their functions, and sleeps
+	// end at once.
+	Signals map[string]json.RawMessage
 }
 
 // HandlerContext returns ctx as a handler of job j sees it when run by

@@ -27,6 +27,9 @@
 -- call runs at a time, so they never mix.
 local K_HIGH, K_NORMAL, K_LOW
 local K_SCHED, K_WAIT, K_LEASES, K_DEAD, K_FIN
+-- The signals of durable jobs (signal.lua, step.lua): the key each job
+-- chose → its id, and signals sent to a key no job chose yet.
+local K_SIGKEYS, K_SIGPEND
 local K_EVENTS, K_STATS, K_PAUSED, K_SIGNAL, K_FENCE
 local JOB, QK, NOW_S, LEASE_CLOCK, QUEUE, NOW
 local K_TOMB -- hash: id → priority of cancelled ids still in a priority list
@@ -177,6 +180,7 @@ local function begin()
     K_SCHED, K_WAIT, K_LEASES, K_DEAD, K_FIN = QK .. 'scheduled', QK .. 'waiting', QK .. 'leases', QK .. 'dead', QK .. 'finished'
     K_EVENTS, K_STATS, K_PAUSED, K_SIGNAL, K_FENCE = QK .. 'events', QK .. 'stats', QK .. 'paused', QK .. 'signal', QK .. 'fence'
     K_TOMB, K_ACTIVE, K_LASTCLAIM = QK .. 'tomb', QK .. 'active', QK .. 'lastclaim'
+    K_SIGKEYS, K_SIGPEND = QK .. 'sigkeys', QK .. 'sigpend'
     K_LIMITS, K_LIMUSE, K_LIMSTAT, K_TIMERS = QK .. 'limits', QK .. 'limuse', QK .. 'limstat', QK .. 'timers'
     K_NOHANDLER = QK .. 'pslots:' .. NOHANDLER
     last_qk = QK
@@ -1140,12 +1144,25 @@ end
 -- does, and max_attempts grows by one to give it back, so attempt numbers
 -- stay unique per run. f as retry_or_bury's; msg is the handler's reason
 -- (recorded on the event, not as an error). Returns the new state.
-local function snooze(id, f, delay, msg, worker, slots, started)
+local function snooze(id, f, delay, msg, worker, slots, started, event)
   end_lease(id, slots)
   local due = NOW + delay
   redis.call('HSET', JOB .. id, unpack(attempt_fields(f[2], started, worker,
     {'token', '', 'run_at', ms(due), 'max_attempts', tonumber(f[3]) + 1})))
-  return requeue(id, f[1], f[6], f[7], due, 'snoozed', tonumber(f[2]), worker, msg)
+  return requeue(id, f[1], f[6], f[7], due, event or 'snoozed', tonumber(f[2]), worker, msg)
+end
+
+-- park ends an attempt of a durable job that waits (docs/durable.md): it
+-- is scheduled until delay ms from now (a sleep's end, a wait's deadline)
+-- with its attempt given back, as snooze does, and what it waits for in
+-- its hash's 'awaits' ("<run_at> <what>", what 'sleep' or
+-- 'signal:<name>'), which reads as its wait only while run_at is that. A
+-- wait for a signal that arrived meanwhile is queued at once.
+local function park(id, f, delay, what, worker, slots, started)
+  local sname = string.match(what, '^signal:(.*)$')
+  if sname and redis.call('HEXISTS', JOB .. id, 'sg:' .. sname) == 1 then delay = 0 end
+  redis.call('HSET', JOB .. id, 'awaits', ms(NOW + delay) .. ' ' .. what)
+  return snooze(id, f, delay, what, worker, slots, started, 'parked')
 end
 
 -- cancel_self ends an active job cancelled by its own handler, for reason

@@ -36,6 +36,13 @@ if ARGV[8] ~= 'dead' then
     if at and at < NOW - 600000 then redis.call('HDEL', K_LASTCLAIM, recs[i]) end
   end
 end
+-- The signal keys durable jobs chose (K_SIGKEYS, step.lua) go with them.
+if redis.call('EXISTS', K_SIGKEYS) == 1 then
+  for _, id in ipairs(ids) do
+    local key = redis.call('HGET', JOB .. id, 'signal_key')
+    if key and redis.call('HGET', K_SIGKEYS, key) == id then redis.call('HDEL', K_SIGKEYS, key) end
+  end
+end
 call_chunked('DEL', nil, keys)
 call_chunked('ZREM', set, ids)
 return #ids

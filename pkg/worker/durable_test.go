@@ -1,0 +1,220 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
+	"github.com/sundialhq/sundial/pkg/queue/queuetest"
+	"github.com/sundialhq/sundial/pkg/worker"
+)
+
+// promoting makes the queue's due jobs ready every few milliseconds until
+// the test ends, as a poller does.
+func promoting(t *testing.T, e *env, queueName string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			_, _, _ = e.q.Promote(ctx, queueName, 100)
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// A step runs once per job: an attempt that fails after two steps is
+// retried, and the retry gets the two results back without running them.
+func TestStepsRunOncePerJob(t *testing.T) {
+	e := newEnv(t)
+	promoting(t, e, "default")
+	var ran [3]atomic.Int32
+	var attempts atomic.Int32
+	w := newWorker(e, worker.Config{Concurrency: 2})
+	w.HandleFunc("order", func(ctx context.Context, j *job.Job) (any, error) {
+		attempts.Add(1)
+		a, err := worker.Step(ctx, "reserve", func(context.Context) (int, error) { ran[0].Add(1); return 41, nil })
+		if err != nil {
+			return nil, err
+		}
+		b, err := worker.Step(ctx, "charge", func(context.Context) (string, error) { ran[1].Add(1); return "ch_1", nil })
+		if err != nil {
+			return nil, err
+		}
+		if j.Attempt == 1 {
+			return nil, errors.New("crash after two steps")
+		}
+		c, err := worker.Step(ctx, "email", func(context.Context) (bool, error) { ran[2].Add(1); return true, nil })
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"a": a + 1, "b": b, "c": c}, nil
+	})
+	start(t, w)
+	jobs := e.submit(t, job.Spec{Type: "order", Backoff: &job.Backoff{BaseSeconds: 0.05, MaxSeconds: 0.05}})
+	got := e.waitState(t, jobs[0].ID, job.Succeeded)
+	if string(got.Result) != `{"a":42,"b":"ch_1","c":true}` {
+		t.Fatalf("result %s", got.Result)
+	}
+	for i := range ran {
+		if n := ran[i].Load(); n != 1 {
+			t.Fatalf("step %d ran %d times over %d attempts; want once", i+1, n, attempts.Load())
+		}
+	}
+	if got.Durable == nil || len(got.Durable.Steps) != 3 || got.Durable.Steps[1].Name != "charge" || string(got.Durable.Steps[1].Result) != `"ch_1"` {
+		t.Fatalf("recorded steps %+v", got.Durable)
+	}
+}
+
+// A sleep parks the job (no worker, no lease) and it resumes after it,
+// skipping the steps before; a wait for a signal parks it until the
+// signal comes, and a signal sent before the wait is read at once.
+func TestSleepAndSignals(t *testing.T) {
+	e := newEnv(t)
+	promoting(t, e, "default")
+	var charged, emailed atomic.Int32
+	w := newWorker(e, worker.Config{Concurrency: 4})
+	w.HandleFunc("flow", func(ctx context.Context, j *job.Job) (any, error) {
+		if _, err := worker.Step(ctx, "charge", func(context.Context) (int, error) { return int(charged.Add(1)), nil }); err != nil {
+			return nil, err
+		}
+		if err := worker.Sleep(ctx, 300*time.Millisecond); err != nil {
+			return nil, err
+		}
+		var p struct{ Key string }
+		_ = json.Unmarshal(j.Payload, &p)
+		var opts []worker.WaitOption
+		if p.Key != "" {
+			opts = append(opts, worker.SignalKey(p.Key))
+		}
+		v, err := worker.WaitSignal[string](ctx, "shipped", time.Minute, opts...)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := worker.Step(ctx, "email", func(context.Context) (int, error) { return int(emailed.Add(1)), nil }); err != nil {
+			return nil, err
+		}
+		return v, nil
+	})
+	start(t, w)
+	ctx := context.Background()
+	jobs := e.submit(t, job.Spec{Type: "flow"}, job.Spec{Type: "flow"}, job.Spec{Type: "flow", Payload: json.RawMessage(`{"Key":"order-7"}`)})
+	// Job 0: the signal comes while it waits. Job 1: before its wait began
+	// (during the sleep). Job 2: by key, before the job chose the key.
+	if st, _, err := e.q.SendSignal(ctx, queue.Signal{Queue: "default", ID: jobs[1].ID, Name: "shipped", Value: json.RawMessage(`"early"`), IdempotencyKey: "k1"}); err != nil || st != queue.SignalDelivered {
+		t.Fatalf("early signal: %v %v", st, err)
+	}
+	if st, _, err := e.q.SendSignal(ctx, queue.Signal{Queue: "default", ID: jobs[1].ID, Name: "shipped", Value: json.RawMessage(`"early"`), IdempotencyKey: "k1"}); err != nil || st != queue.SignalDuplicate {
+		t.Fatalf("the same signal again: %v %v; want duplicate", st, err)
+	}
+	if st, _, err := e.q.SendSignal(ctx, queue.Signal{Queue: "default", ID: jobs[1].ID, Name: "shipped", Value: json.RawMessage(`"other"`)}); err != nil || st != queue.SignalConflict {
+		t.Fatalf("another signal of the name: %v %v; want conflict", st, err)
+	}
+	if st, _, err := e.q.SendSignal(ctx, queue.Signal{Queue: "default", Key: "order-7", Name: "shipped", Value: json.RawMessage(`"by key"`)}); err != nil || st != queue.SignalPending {
+		t.Fatalf("signal by key before the wait: %v %v; want pending", st, err)
+	}
+	var j0 *job.Job
+	queuetest.Eventually(t, 10*time.Second, "job 0 to wait for its signal", func() bool {
+		j0 = e.state(t, jobs[0].ID)
+		return j0.HeldBack != nil && j0.HeldBack.Reason == job.HeldSignal
+	})
+	if j0.State != job.Scheduled || !strings.Contains(j0.HeldBack.Message, `"shipped"`) {
+		t.Fatalf("waiting job: %s %+v", j0.State, j0.HeldBack)
+	}
+	if st, id, err := e.q.SendSignal(ctx, queue.Signal{Queue: "default", ID: jobs[0].ID, Name: "shipped", Value: json.RawMessage(`"late"`)}); err != nil || st != queue.SignalDelivered || id != jobs[0].ID {
+		t.Fatalf("signal: %v %s %v", st, id, err)
+	}
+	for i, want := range []string{`"late"`, `"early"`, `"by key"`} {
+		got := e.waitState(t, jobs[i].ID, job.Succeeded)
+		if string(got.Result) != want {
+			t.Fatalf("job %d: result %s, want %s", i, got.Result, want)
+		}
+	}
+	if charged.Load() != 3 || emailed.Load() != 3 {
+		t.Fatalf("charged %d, emailed %d times for 3 jobs", charged.Load(), emailed.Load())
+	}
+	if st, _, _ := e.q.SendSignal(ctx, queue.Signal{Queue: "default", ID: jobs[0].ID, Name: "other"}); st != queue.SignalFinished {
+		t.Fatalf("a signal to an ended job: %v; want finished", st)
+	}
+}
+
+// A wait whose timeout passes resumes with ErrSignalTimeout, recorded.
+func TestWaitSignalTimesOut(t *testing.T) {
+	e := newEnv(t)
+	promoting(t, e, "default")
+	w := newWorker(e, worker.Config{})
+	w.HandleFunc("approve", func(ctx context.Context, _ *job.Job) (any, error) {
+		_, err := worker.WaitSignal[bool](ctx, "approved", 200*time.Millisecond)
+		if errors.Is(err, worker.ErrSignalTimeout) {
+			return "timed out", nil
+		}
+		return nil, err
+	})
+	start(t, w)
+	jobs := e.submit(t, job.Spec{Type: "approve"})
+	got := e.waitState(t, jobs[0].ID, job.Succeeded)
+	if string(got.Result) != `"timed out"` || got.Durable == nil || got.Durable.Steps[0].Status != job.StepTimeout {
+		t.Fatalf("result %s, steps %+v", got.Result, got.Durable)
+	}
+}
+
+// A handler whose steps changed under a running job fails with an error
+// naming the step.
+func TestChangedStepsFailClearly(t *testing.T) {
+	e := newEnv(t)
+	promoting(t, e, "default")
+	w := newWorker(e, worker.Config{})
+	w.HandleFunc("v", func(ctx context.Context, j *job.Job) (any, error) {
+		name := "charge"
+		if j.Attempt > 1 {
+			name = "refund" // the code changed
+		}
+		if _, err := worker.Step(ctx, name, func(context.Context) (int, error) { return 1, nil }); err != nil {
+			return nil, err
+		}
+		if j.Attempt == 1 {
+			return nil, errors.New("crash")
+		}
+		return nil, nil
+	})
+	start(t, w)
+	jobs := e.submit(t, job.Spec{Type: "v", MaxAttempts: ptr(2), Backoff: &job.Backoff{BaseSeconds: 0.05, MaxSeconds: 0.05}})
+	got := e.waitState(t, jobs[0].ID, job.Dead)
+	if !strings.Contains(got.LastError, `step 1 is "refund" in the handler but the job recorded "charge"`) {
+		t.Fatalf("last error %q", got.LastError)
+	}
+}
+
+// An attempt that lost its lease records nothing: its step's record is
+// refused, and the next attempt runs the step.
+func TestStaleAttemptRecordsNoStep(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	jobs := e.submit(t, job.Spec{Type: "t"})
+	ls, err := e.q.Claim(ctx, "default", 1, "w1")
+	if err != nil || len(ls) != 1 {
+		t.Fatal(ls, err)
+	}
+	stale := ls[0]
+	if _, err := e.q.Cancel(ctx, jobs[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = e.q.RecordStep(ctx, "default", stale, queue.StepWrite{Seq: 1, Record: job.StepRecord(job.StepOK, "s", time.Now(), time.Now(), "1")})
+	if !errors.Is(err, queue.ErrLeaseLost) {
+		t.Fatalf("a cancelled attempt's step: %v; want ErrLeaseLost", err)
+	}
+	if got := e.state(t, jobs[0].ID); got.Durable != nil {
+		t.Fatalf("recorded %+v", got.Durable)
+	}
+}
