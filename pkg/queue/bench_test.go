@@ -363,3 +363,57 @@ func BenchmarkPromote1000(b *testing.B) {
 	b.ReportMetric(script/float64(b.N*1000), "script-µs/job")
 	b.ReportMetric(cmds/float64(b.N*1000), "cmds/job")
 }
+
+// BenchmarkRecordStep reports what a durable job's step costs (docs/durable.md):
+// each op records one step of a running job (a 20-byte JSON result) with
+// RecordStep, over jobs of 5 steps each. Redis CPU and memory per step,
+// and steps/s from one caller.
+func BenchmarkRecordStep(b *testing.B) {
+	c := benchClient(b)
+	ctx := context.Background()
+	const per = 5
+	n := (b.N + per - 1) / per
+	for start := 0; start < n; start += 1000 {
+		if _, err := c.Submit(ctx, benchJobs(b, min(1000, n-start))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var leases []queue.Lease
+	for len(leases) < n {
+		ls, err := c.Claim(ctx, "default", 1000, "bench")
+		if err != nil || len(ls) == 0 {
+			b.Fatal(len(ls), err)
+		}
+		leases = append(leases, ls...)
+	}
+	mem0 := usedMemory(b, c.Redis())
+	cpu0, _ := redisCost(b, c.Redis())
+	now := time.Now()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rec := job.StepRecord(job.StepOK, "step-"+strconv.Itoa(i%per+1), now, now, `{"charge":"ch_0123456"}`)
+		if _, _, err := c.RecordStep(ctx, "default", leases[i/per], queue.StepWrite{Seq: i%per + 1, Record: rec}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	cpu1, _ := redisCost(b, c.Redis())
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
+	b.ReportMetric((cpu1-cpu0)*1e6/float64(b.N), "redis-µs/step")
+	b.ReportMetric(float64(usedMemory(b, c.Redis())-mem0)/float64(b.N), "bytes/step")
+}
+
+// usedMemory is Redis' used_memory (INFO memory).
+func usedMemory(b *testing.B, rdb redis.UniversalClient) int64 {
+	info, err := rdb.Info(context.Background(), "memory").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, l := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(l, "used_memory:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}

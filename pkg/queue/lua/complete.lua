@@ -6,7 +6,7 @@
 --   outcome 'fail'  with r = '+<ms>'                     → retry after that delay (RetryAfter), or dead when exhausted
 --   outcome 'snooze' detail = reason, r = delay ms       → run again after the delay; the attempt is given back
 --   outcome 'cancel' detail = reason                     → cancelled by its handler
---   outcome 'park'   detail = what it waits for, r = ms  → parked until then (lib.lua, park)
+--   outcome 'park'   detail = what it waits for, r = ms  → parked until then (lib.lua, park_waiting)
 -- An outcome is applied only while the job is active under that token (the
 -- fencing check); otherwise it is refused as stale.
 -- Returns one status per job: 'succeeded', 'scheduled', 'queued', 'dead',
@@ -70,7 +70,7 @@ for i = 1, n do
       if outcome == 'snooze' then
         out[i] = snooze(id, f, tonumber(r) or 0, detail, rworker or worker, slots, started)
       elseif outcome == 'park' then
-        out[i] = park(id, f, tonumber(r) or 0, detail, rworker or worker, slots, started)
+        out[i] = park_waiting(id, f, tonumber(r) or 0, detail, rworker or worker, slots, started)
       elseif string.byte(r, 1) == 43 then -- '+': the handler's delay
         out[i] = retry_or_bury(id, f, detail, outcome == 'fail', 0, 'failed', rworker or worker, slots, started, tonumber(string.sub(r, 2)) or 0)
       else

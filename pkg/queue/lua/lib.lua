@@ -1152,13 +1152,13 @@ local function snooze(id, f, delay, msg, worker, slots, started, event)
   return requeue(id, f[1], f[6], f[7], due, event or 'snoozed', tonumber(f[2]), worker, msg)
 end
 
--- park ends an attempt of a durable job that waits (docs/durable.md): it
+-- park_waiting ends an attempt of a durable job that waits (docs/durable.md): it
 -- is scheduled until delay ms from now (a sleep's end, a wait's deadline)
 -- with its attempt given back, as snooze does, and what it waits for in
 -- its hash's 'awaits' ("<run_at> <what>", what 'sleep' or
 -- 'signal:<name>'), which reads as its wait only while run_at is that. A
 -- wait for a signal that arrived meanwhile is queued at once.
-local function park(id, f, delay, what, worker, slots, started)
+local function park_waiting(id, f, delay, what, worker, slots, started)
   local sname = string.match(what, '^signal:(.*)$')
   if sname and redis.call('HEXISTS', JOB .. id, 'sg:' .. sname) == 1 then delay = 0 end
   redis.call('HSET', JOB .. id, 'awaits', ms(NOW + delay) .. ' ' .. what)

@@ -38,7 +38,7 @@ if have then return {same(have), id} end
 if FINAL_STATES[f[1]] then return {'finished', id} end
 redis.call('HSET', jk, 'sg:' .. name, rec)
 emit(id, f[2], 'signal', f[1], tonumber(f[7]) or 0, '', '', '', name)
--- Parked for this signal (park in lib.lua): queued now.
+-- Parked for this signal (park_waiting in lib.lua): queued now.
 if f[1] == 'scheduled' and f[3] and f[3] == (f[4] or '') .. ' signal:' .. name then
   redis.call('ZREM', K_SCHED, id)
   make_ready(id, f[5], f[6] or '')
