@@ -202,6 +202,40 @@ class Client:
         """Queues a dead or cancelled job again, attempt 0; else 409."""
         return self._json("POST", f"/v1/jobs/{_seg(job_id)}/retry")
 
+    # Signals to durable jobs (docs/durable.md)
+
+    def signal(self, job_id: str, name: str, value: Any = None, idempotency_key: Optional[str] = None) -> JSON:
+        """Sends the signal ``name`` (a JSON value) to a durable job, for its
+        ``ctx.wait_signal(name)``: a job parked waiting for it runs at once;
+        one sent before the wait began is kept. Returns ``{"status":
+        "delivered" | "duplicate", "job_id"}``. A job takes one signal of
+        each name: sent again with the same ``idempotency_key`` it answers
+        ``duplicate`` (so it is then also sent again after a broken
+        connection), otherwise 409 :class:`Conflict`; 409 too for a job that
+        ended, 404 :class:`NotFound` for an unknown one."""
+        body: JSON = {}
+        if value is not None:
+            body["value"] = value
+        if idempotency_key is not None:
+            body["idempotency_key"] = idempotency_key
+        return self._json("POST", f"/v1/jobs/{_seg(job_id)}/signals/{_seg(name)}", body,
+                          idempotent=idempotency_key is not None)
+
+    def signal_key(self, queue: str, key: str, name: str, value: Any = None,
+                   idempotency_key: Optional[str] = None) -> JSON:
+        """Sends the signal ``name`` to the job of ``queue`` that waits (or
+        waited) with ``key`` (``ctx.wait_signal(name, key=...)``): an order
+        number, say. Returns ``{"status": "delivered" | "duplicate",
+        "job_id"}``, or ``{"status": "pending"}`` (202) when no job chose the
+        key yet: the signal is kept for the one that will. 409
+        :class:`Conflict` as for :meth:`signal`."""
+        body: JSON = {"queue": queue, "key": key, "name": name}
+        if value is not None:
+            body["value"] = value
+        if idempotency_key is not None:
+            body["idempotency_key"] = idempotency_key
+        return self._json("POST", "/v1/signals", body, idempotent=idempotency_key is not None)
+
     def events_page(self, job_id: str, limit: Optional[int] = None, cursor: Optional[str] = None) -> JSON:
         """One page of the job's events from the history store, oldest first:
         ``{"events": [...], "next_cursor": ""}`` (503 without a history store)."""

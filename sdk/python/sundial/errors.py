@@ -194,3 +194,61 @@ class RetryAfter(Exception):
             raise ValueError("seconds must be more than 0 and at most 31536000")
         super().__init__(message or f"retry after {seconds} s")
         self.seconds = seconds
+
+
+class Parked(BaseException):
+    """Raised by :meth:`JobContext.sleep` and :meth:`JobContext.wait_signal`
+    while the job must wait: it ends the handler, and the worker parks the
+    job (``POST /v1/jobs/{id}/park``) instead of reporting an outcome. The
+    attempt is given back; the job runs again when the sleep ends or the
+    signal arrives, skipping its recorded steps.
+
+    It derives from ``BaseException``, as ``KeyboardInterrupt`` does, so
+    that ``except Exception`` does not catch it. A bare ``except:`` or an
+    ``except BaseException`` does: re-raise it there (``except Parked:
+    raise``). A handler that swallows it is parked all the same, and its
+    durable calls after that raise it again (logged as a warning)."""
+
+    def __init__(self, delay_seconds: float, signal: Optional[str] = None) -> None:
+        what = f"the signal {signal!r}" if signal else "a sleep's end"
+        super().__init__(f"parked for {delay_seconds:g} s at most, waiting for {what}")
+        self.delay_seconds = delay_seconds
+        self.signal = signal
+
+
+class NondeterminismError(SundialError):
+    """The handler's steps no longer match what the job recorded: the code
+    changed under a running job. The attempt fails (and is retried, so that
+    rolling the code back lets the job go on)."""
+
+    def __init__(self, seq: int, recorded: str, in_code: str) -> None:
+        super().__init__(
+            f"sundial: step {seq} is {_quote(in_code)} in the handler but the job recorded {_quote(recorded)} "
+            f"there: the handler's steps changed under a running job (docs/durable.md, \"Versioning\")")
+        self.seq = seq
+        self.recorded = recorded
+        self.in_code = in_code
+
+
+class StepError(Exception):
+    """A step's final error as recorded: raised by the attempt that ran the
+    step and by every later one, without running it again."""
+
+    def __init__(self, step: str, message: str) -> None:
+        super().__init__(f"step {_quote(step)} failed: {message}")
+        self.step = step
+        self.message = message
+
+
+class SignalTimeout(SundialError, TimeoutError):
+    """:meth:`JobContext.wait_signal`'s timeout passed before the signal
+    arrived. It is recorded: a later attempt gets it too."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"sundial: the wait for the signal {_quote(name)} timed out")
+        self.name = name
+
+
+def _quote(s: str) -> str:
+    """s in double quotes, as Go's %q writes a plain name."""
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -11,11 +11,13 @@ import socket
 import threading
 import time
 from types import FrameType
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from datetime import datetime
+from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
 
 from ._transport import ConnectionSlot, Transport
 from .client import DEFAULT_URL, JSON
-from .errors import (ApiError, Cancel, Conflict, InvalidArgument, LeaseLost, NoRetry, RetryAfter, Snooze,
+from .durable import Durable, wake_time
+from .errors import (ApiError, Cancel, Conflict, InvalidArgument, LeaseLost, NoRetry, Parked, RetryAfter, Snooze,
                      SundialError, TransportError)
 
 log = logging.getLogger("sundial.worker")
@@ -30,6 +32,8 @@ LOST_IN_TIME = "the lease could not be renewed in time"
 
 Handler = Callable[["JobContext"], Any]
 """A handler takes the job's context and returns its result (any JSON value)."""
+
+T = TypeVar("T")
 
 
 class JobContext:
@@ -62,6 +66,7 @@ class JobContext:
         self.lease_ttl = ttl
         self.cancelled: threading.Event = _LeaseEvent(attempt.expired)
         self._attempt = attempt
+        self._durable = Durable(attempt)
 
     @property
     def lease_lost(self) -> bool:
@@ -85,6 +90,55 @@ class JobContext:
         steps of a long handler."""
         if self.cancelled.is_set():
             raise LeaseLost(self._attempt.lost_reason or "lease lost")
+
+    # Durable execution (docs/durable.md; sundial.durable)
+
+    def step(self, name: str, fn: Callable[[], T], *, retries: int = 0, backoff: float = 0.0) -> T:
+        """Runs ``fn()`` once per job, not once per attempt: its result (any
+        JSON value, at most 256 KiB encoded), or its final error, is
+        recorded with the job under the attempt's fencing token, and a later
+        attempt gets the recorded result back (or :class:`StepError`, for a
+        recorded error) without running ``fn``; the result comes
+        back as recorded, decoded from JSON (a tuple as a list), the same on
+        every attempt. ``name`` identifies the step
+        with its place in the handler's order: a handler whose steps changed
+        under a running job raises :class:`NondeterminismError`.
+
+        ``retries`` runs ``fn`` up to that many more times after it raises,
+        waiting ``backoff`` seconds, then twice as long each time (at most a
+        minute), before the step fails for good: the step's own retries,
+        within one attempt. :class:`NoRetry` ends them at once (recorded as
+        the step's error); :class:`Snooze`, :class:`Cancel`,
+        :class:`RetryAfter` and :class:`LeaseLost` end the attempt and
+        record nothing. A lost lease raises :class:`LeaseLost`: let it
+        propagate. A side effect outside Sundial is done at least once: pass
+        ``ctx.token`` (or a key made of the job's id and the step's name) to
+        the system it writes, so that a second run is refused."""
+        return self._durable.step(name, fn, retries, backoff)
+
+    def sleep(self, seconds: float) -> None:
+        """Parks the job for ``seconds``: raises :class:`Parked`, which ends
+        the handler (let it propagate), and the worker parks the job,
+        holding neither a thread nor a lease; it runs again once the time
+        passed, skipping its recorded steps, and this call then returns."""
+        self.sleep_until(time.time() + seconds)
+
+    def sleep_until(self, when: Union[float, datetime]) -> None:
+        """:meth:`sleep` until ``when`` (a datetime, or epoch seconds)."""
+        self._durable.sleep_until(wake_time(when))
+
+    def wait_signal(self, name: str, timeout: Optional[float] = None, key: Optional[str] = None) -> Any:
+        """Waits for the signal ``name`` sent to the job
+        (:meth:`Client.signal`) and returns its value. While it waits the
+        job is parked, as in :meth:`sleep` (:class:`Parked` ends the
+        handler), and runs again when the signal arrives, or when
+        ``timeout`` seconds passed (None: no timeout): this call then raises
+        :class:`SignalTimeout`. A signal sent before the wait began is kept
+        and read at once. With ``key``, callers may send the signal to the
+        key in the job's queue instead (:meth:`Client.signal_key`): an
+        order number, say; a signal sent to the key before is the job's.
+        A job takes one signal of each name."""
+        return self._durable.wait_signal(name, timeout, key)
 
 
 class _LeaseEvent(threading.Event):
@@ -480,12 +534,15 @@ class Worker:
             handler = self._handlers.get(ctx.type)
             outcome: Optional[Dict[str, Any]] = None
             kind = "complete"
+            raised: Optional[Parked] = None
             try:
                 if handler is None:
                     raise NoRetry(f"no handler for job type {ctx.type!r} on worker {self.worker_id}")
                 result = handler(ctx)
                 json.dumps(result)  # a result that is not JSON fails the attempt here
                 outcome = {"result": result}
+            except Parked as exc:
+                raised = exc
             except LeaseLost as exc:
                 if not att.lost:
                     kind, outcome = "fail", {"error": _message(exc), "retry": True}
@@ -499,6 +556,16 @@ class Worker:
                 kind, outcome = "fail", {"error": _message(exc), "retry_in_seconds": exc.seconds}
             except Exception as exc:  # noqa: BLE001 - any failure of the handler fails the attempt
                 kind, outcome = "fail", {"error": _message(exc), "retry": True}
+            parked = ctx._durable.parked or raised
+            if parked is not None:
+                # A sleep or a wait parked the attempt: it ends parked, even
+                # when the handler caught Parked and went on.
+                if raised is None:
+                    log.warning("job %s: the handler caught sundial.Parked and went on (re-raise it); "
+                                "parking the job all the same", ctx.id)
+                kind, outcome = "park", {"delay_seconds": parked.delay_seconds}
+                if parked.signal:
+                    outcome["signal"] = parked.signal
             if att.expired() or att.abandoned:
                 log.info("job %s: %s; its outcome is not reported", ctx.id, att.lost_reason)
                 return
