@@ -429,6 +429,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/{id}/park": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Park a durable job until a time or a signal (HTTP worker)
+         * @description Ends the attempt without spending it (as a snooze) and makes the job due after delay_seconds, or as soon as signal arrives (at once when it arrived meanwhile), with a parked event. 409 when the lease is lost (reclaimed after expiry, cancelled, finished): the worker must stop the job; nothing changed.
+         */
+        post: operations["parkJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{id}/release": {
         parameters: {
             query?: never;
@@ -469,6 +489,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/{id}/signals/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a signal to a durable job
+         * @description Keeps the value on the job for its WaitSignal; a job parked waiting for it runs at once. A signal sent before the wait began is kept. A job takes one signal of each name: sent again with the same idempotency_key it answers 200 duplicate, otherwise 409. 409 too for a job that ended.
+         */
+        post: operations["signalJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{id}/snooze": {
         parameters: {
             query?: never;
@@ -483,6 +523,26 @@ export interface paths {
          * @description Ends the attempt and makes the job due again after delay_seconds (state scheduled, or queued for 0), with a snoozed event. The attempt is given back: max_attempts grows by one, so attempt numbers stay unique. For "not yet", not for failures. 409 when the lease is lost (reclaimed after expiry, cancelled, finished): the worker must stop the job; nothing changed.
          */
         post: operations["snoozeJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/jobs/{id}/steps": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Record a step of a durable job (HTTP worker)
+         * @description Records the step at seq under the lease's token, once: a step recorded before is answered as it was recorded (a wait's record is replaced by its end). The answer is the step as it now stands, and for a wait, the signal when one arrived. Read what is recorded with GET /v1/jobs/{id} (durable). docs/durable.md. 409 when the lease is lost (reclaimed after expiry, cancelled, finished): the worker must stop the job; nothing changed.
+         */
+        post: operations["recordStep"];
         delete?: never;
         options?: never;
         head?: never;
@@ -857,6 +917,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/signals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a signal to the job of a queue that chose a key
+         * @description As POST /v1/jobs/{id}/signals/{name}, to the job of the queue that waits (or waited) with this key (an order number, say). 202 pending when no job chose the key yet: the signal is kept for the one that will.
+         */
+        post: operations["signalByKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/storage": {
         parameters: {
             query?: never;
@@ -1201,6 +1281,34 @@ export interface components {
             /** Format: date-time */
             created_at: string;
             depends_on?: string[];
+            durable?: {
+                awaiting?: {
+                    kind: string;
+                    signal?: string;
+                    /** Format: date-time */
+                    until: string;
+                };
+                signal_key?: string;
+                signals?: {
+                    /** Format: date-time */
+                    at: string;
+                    name: string;
+                    value?: unknown;
+                }[];
+                steps?: {
+                    /** Format: date-time */
+                    deadline?: string;
+                    /** Format: date-time */
+                    ended_at?: string;
+                    error?: string;
+                    name: string;
+                    result?: unknown;
+                    seq: number;
+                    /** Format: date-time */
+                    started_at: string;
+                    status: string;
+                }[];
+            };
             /** Format: date-time */
             finished_at?: string;
             group?: string;
@@ -1239,7 +1347,7 @@ export interface components {
             /** @enum {string} */
             state: "waiting" | "scheduled" | "queued" | "active" | "succeeded" | "dead" | "cancelled";
             /** @enum {string} */
-            type: "submitted" | "scheduled" | "queued" | "started" | "succeeded" | "failed" | "dead" | "cancelled" | "retried" | "lease_expired" | "waiting" | "snoozed";
+            type: "submitted" | "scheduled" | "queued" | "started" | "succeeded" | "failed" | "dead" | "cancelled" | "retried" | "lease_expired" | "waiting" | "snoozed" | "parked" | "step" | "signal";
             worker_id: string;
         };
         JobEventList: {
@@ -1558,7 +1666,7 @@ export interface components {
             attempt: number;
             error: string;
             /** @enum {string} */
-            event: "submitted" | "scheduled" | "queued" | "started" | "succeeded" | "failed" | "dead" | "cancelled" | "retried" | "lease_expired" | "waiting" | "snoozed";
+            event: "submitted" | "scheduled" | "queued" | "started" | "succeeded" | "failed" | "dead" | "cancelled" | "retried" | "lease_expired" | "waiting" | "snoozed" | "parked" | "step" | "signal";
             id: string;
             job_id: string;
             message?: string;
@@ -2584,6 +2692,52 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    parkJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A job id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    delay_seconds: number;
+                    signal?: string;
+                    token: string;
+                    worker_id?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Outcome"];
+                };
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     releaseJob: {
         parameters: {
             query?: never;
@@ -2670,6 +2824,54 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    signalJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A job id. */
+                id: string;
+                /** @description A limit's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    idempotency_key?: string;
+                    value?: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        job_id?: string;
+                        status: string;
+                    };
+                };
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     snoozeJob: {
         parameters: {
             query?: never;
@@ -2702,6 +2904,81 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Outcome"];
+                };
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    recordStep: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A job id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** Format: date-time */
+                    deadline?: string;
+                    error?: string;
+                    name: string;
+                    result?: unknown;
+                    seq: number;
+                    signal?: string;
+                    signal_key?: string;
+                    /** Format: date-time */
+                    started_at?: string;
+                    status: string;
+                    token: string;
+                    worker_id?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        signal?: {
+                            /** Format: date-time */
+                            at: string;
+                            name: string;
+                            value?: unknown;
+                        };
+                        step: {
+                            /** Format: date-time */
+                            deadline?: string;
+                            /** Format: date-time */
+                            ended_at?: string;
+                            error?: string;
+                            name: string;
+                            result?: unknown;
+                            seq: number;
+                            /** Format: date-time */
+                            started_at: string;
+                            status: string;
+                        };
+                    };
                 };
             };
             400: components["responses"]["InvalidArgument"];
@@ -3685,6 +3962,67 @@ export interface operations {
             400: components["responses"]["InvalidArgument"];
             401: components["responses"]["Unauthenticated"];
             404: components["responses"]["NotFound"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    signalByKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    idempotency_key?: string;
+                    key: string;
+                    name: string;
+                    queue: string;
+                    value?: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        job_id?: string;
+                        status: string;
+                    };
+                };
+            };
+            /** @description No job chose the key yet; the signal is kept for the one that will. */
+            202: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        job_id?: string;
+                        status: string;
+                    };
+                };
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
