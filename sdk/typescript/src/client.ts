@@ -23,6 +23,7 @@ import {
   type BatchCreateRequest,
   type BatchResult,
   type BatchSubmitted,
+  type SignalResult,
 } from './types.js';
 import type { operations } from './openapi.js';
 
@@ -178,6 +179,36 @@ export class Client {
   /** Queues a dead or cancelled job again, attempt 0; else ConflictError. */
   async retry(id: string, opts: CallOptions = {}): Promise<Job> {
     return (await this.transport.request<Job>('POST', `/v1/jobs/${seg(id)}/retry`, opts)).body;
+  }
+
+  // Signals to durable jobs (docs/durable.md)
+
+  /** Sends the signal name (a JSON value) to a durable job, for its
+   * ctx.waitSignal(name): a job parked waiting for it runs at once; one sent
+   * before the wait began is kept. Resolves with {status: delivered |
+   * duplicate, job_id}. A job takes one signal of each name: sent again with
+   * the same idempotencyKey it answers duplicate (so it is then also sent
+   * again after a broken connection), otherwise ConflictError; ConflictError
+   * too for a job that ended, NotFoundError for an unknown one. */
+  async signal(id: string, name: string, value?: unknown, idempotencyKey?: string, opts: CallOptions = {}): Promise<SignalResult> {
+    const body: Record<string, unknown> = {};
+    if (value !== undefined) body.value = value;
+    if (idempotencyKey !== undefined) body.idempotency_key = idempotencyKey;
+    const idempotent = idempotencyKey !== undefined;
+    return (await this.transport.request<SignalResult>('POST', `/v1/jobs/${seg(id)}/signals/${seg(name)}`, { body, idempotent, ...opts })).body;
+  }
+
+  /** Sends the signal name to the job of queue that waits (or waited) with
+   * key (ctx.waitSignal(name, {key})): an order number, say. Resolves with
+   * {status: delivered | duplicate, job_id}, or {status: pending} (202)
+   * when no job chose the key yet: the signal is kept for the one that
+   * will. ConflictError as for signal. */
+  async signalKey(queue: string, key: string, name: string, value?: unknown, idempotencyKey?: string, opts: CallOptions = {}): Promise<SignalResult> {
+    const body: Record<string, unknown> = { queue, key, name };
+    if (value !== undefined) body.value = value;
+    if (idempotencyKey !== undefined) body.idempotency_key = idempotencyKey;
+    const idempotent = idempotencyKey !== undefined;
+    return (await this.transport.request<SignalResult>('POST', '/v1/signals', { body, idempotent, ...opts })).body;
   }
 
   /** One page of the job's events from the history store, oldest first

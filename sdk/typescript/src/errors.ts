@@ -181,3 +181,66 @@ export class RetryAfter extends Error {
     this.seconds = seconds;
   }
 }
+
+/** Thrown by ctx.sleep and ctx.waitSignal while the job must wait: it ends
+ * the handler, and the worker parks the job (POST /v1/jobs/{id}/park)
+ * instead of reporting an outcome. The attempt is given back; the job runs
+ * again when the sleep ends or the signal arrives, skipping its recorded
+ * steps. A catch-all in the handler catches it too: rethrow it there
+ * (`if (err instanceof Parked) throw err`). A handler that swallows it is
+ * parked all the same, and its durable calls after that throw it again
+ * (logged as a warning). */
+export class Parked extends Error {
+  /** When the job runs again at the latest, in seconds from the park. */
+  readonly delaySeconds: number;
+  /** The signal it waits for (it runs again as soon as it arrives); undefined for a sleep. */
+  readonly signal: string | undefined;
+  constructor(delaySeconds: number, signal?: string) {
+    super(`parked for ${delaySeconds} s at most, waiting for ${signal ? `the signal ${JSON.stringify(signal)}` : "a sleep's end"}`);
+    this.name = 'Parked';
+    this.delaySeconds = delaySeconds;
+    this.signal = signal;
+  }
+}
+
+/** The handler's steps no longer match what the job recorded: the code
+ * changed under a running job. The attempt fails (and is retried, so that
+ * rolling the code back lets the job go on). */
+export class NondeterminismError extends SundialError {
+  readonly seq: number;
+  readonly recorded: string;
+  readonly inCode: string;
+  constructor(seq: number, recorded: string, inCode: string) {
+    super(
+      `sundial: step ${seq} is ${JSON.stringify(inCode)} in the handler but the job recorded ${JSON.stringify(recorded)} there: ` +
+        `the handler's steps changed under a running job (docs/durable.md, "Versioning")`,
+    );
+    this.seq = seq;
+    this.recorded = recorded;
+    this.inCode = inCode;
+  }
+}
+
+/** A step's final error as recorded: thrown by the attempt that ran the
+ * step and by every later one, without running it again. */
+export class StepError extends Error {
+  readonly step: string;
+  /** The step's error message, as recorded. */
+  readonly stepMessage: string;
+  constructor(step: string, message: string) {
+    super(`step ${JSON.stringify(step)} failed: ${message}`);
+    this.name = 'StepError';
+    this.step = step;
+    this.stepMessage = message;
+  }
+}
+
+/** ctx.waitSignal's timeout passed before the signal arrived. It is
+ * recorded: a later attempt gets it too. */
+export class SignalTimeoutError extends SundialError {
+  readonly signal: string;
+  constructor(signal: string) {
+    super(`sundial: the wait for the signal ${JSON.stringify(signal)} timed out`);
+    this.signal = signal;
+  }
+}

@@ -10,13 +10,17 @@ export {
   InternalError,
   InvalidArgumentError,
   LeaseLostError,
+  NondeterminismError,
   NoRetry,
+  Parked,
   NotFoundError,
   PayloadTooLargeError,
   PermissionDeniedError,
   RateLimitedError,
   RetryAfter,
+  SignalTimeoutError,
   Snooze,
+  StepError,
   SundialError,
   TransportError,
   UnauthenticatedError,
@@ -26,6 +30,7 @@ export {
   type ApiErrorInit,
   type ErrorCode,
 } from './errors.js';
+export { MAX_STEP_BYTES, type StepOptions, type WaitSignalOptions } from './durable.js';
 export { DEFAULT_URL, parseRetryAfter, Transport, type Answer, type RequestOptions, type TransportOptions } from './transport.js';
 export * from './types.js';
 export { consoleLogger, Worker, type Handler, type JobContext, type Logger, type WorkerOptions } from './worker.js';

@@ -2,7 +2,7 @@
 // openapi-typescript generates from the served OpenAPI document
 // (pkg/httpapi/openapi.json; npm run generate): a test fails when it is not
 // up to date, so these types cannot drift from the API.
-import type { components } from './openapi.js';
+import type { components, operations } from './openapi.js';
 
 type Schemas = components['schemas'];
 
@@ -55,6 +55,22 @@ export type Lease = Schemas['Lease'];
 export type ClaimedJob = Schemas['ClaimedJob'];
 /** The fields of an error answer. */
 export type ErrorDetail = Schemas['ErrorDetail'];
+/** What a durable job recorded (a job's durable field): steps, signals,
+ * signal_key, awaiting (docs/durable.md). */
+export type Durable = NonNullable<Job['durable']>;
+/** One recorded step of a durable job. */
+export type DurableStep = NonNullable<Durable['steps']>[number];
+/** A signal sent to a durable job. */
+export type DurableSignal = NonNullable<Durable['signals']>[number];
+/** What POST /v1/jobs/{id}/steps takes (the worker sends it). */
+export type StepRequest = operations['recordStep']['requestBody']['content']['application/json'];
+/** What POST /v1/jobs/{id}/steps answers: the step as it now stands, and
+ * for a wait, the signal when one arrived. */
+export type StepAnswer = operations['recordStep']['responses'][200]['content']['application/json'];
+/** What POST /v1/jobs/{id}/park takes (the worker sends it). */
+export type ParkRequest = operations['parkJob']['requestBody']['content']['application/json'];
+/** What a signal became: status delivered, duplicate or (by key) pending, and job_id. */
+export type SignalResult = operations['signalJob']['responses'][200]['content']['application/json'];
 
 export type { components, operations, paths } from './openapi.js';
 

@@ -3,7 +3,8 @@
 // their TTL, progress, fencing tokens, and a graceful shutdown.
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { ApiError, Cancel, ConflictError, InvalidArgumentError, LeaseLostError, NoRetry, RetryAfter, Snooze, TransportError } from './errors.js';
+import { Durable, type StepOptions, type WaitSignalOptions } from './durable.js';
+import { ApiError, Cancel, ConflictError, InvalidArgumentError, LeaseLostError, NoRetry, Parked, RetryAfter, Snooze, TransportError } from './errors.js';
 import { isTransient, sleep, Transport, type TransportOptions } from './transport.js';
 import type { ClaimedJob, Job } from './types.js';
 
@@ -38,6 +39,37 @@ export interface JobContext<P = unknown> {
   progress(percent: number, message?: string): Promise<void>;
   /** Throws LeaseLostError when the job must stop. */
   check(): void;
+
+  // Durable execution (docs/durable.md)
+
+  /** Runs fn once per job, not once per attempt: its result (any JSON
+   * value, at most 256 KiB encoded), or its final error, is recorded with
+   * the job under the attempt's fencing token, and a later attempt gets the
+   * recorded result back (or a StepError, for a recorded error) without
+   * running fn. name identifies the step with its place in the handler's
+   * order: a handler whose steps changed under a running job throws
+   * NondeterminismError. opts.retries are the step's own retries (with
+   * backoff), within one attempt; NoRetry ends them at once (recorded as
+   * the step's error); Snooze, Cancel, RetryAfter and LeaseLostError end
+   * the attempt and record nothing. A side effect outside Sundial is done at
+   * least once: pass ctx.token (or a key made of the job's id and the
+   * step's name) to the system it writes, so that a second run is refused. */
+  step<T>(name: string, fn: () => Promise<T> | T, opts?: StepOptions): Promise<T>;
+  /** Parks the job for ms: throws Parked, which ends the handler (let it
+   * propagate), and the worker parks the job, holding neither a slot nor a
+   * lease; it runs again once the time passed, skipping its recorded steps,
+   * and this call then resolves. */
+  sleep(ms: number): Promise<void>;
+  /** sleep until when (a Date, or epoch ms). */
+  sleepUntil(when: Date | number): Promise<void>;
+  /** Waits for the signal name sent to the job (Client.signal) and resolves
+   * with its value. While it waits the job is parked, as in sleep (Parked
+   * ends the handler), and runs again when the signal arrives, or when
+   * opts.timeoutMs passed: this call then throws SignalTimeoutError. A
+   * signal sent before the wait began is kept and read at once. With
+   * opts.key, callers may send it to the key in the job's queue instead
+   * (Client.signalKey). A job takes one signal of each name. */
+  waitSignal<T = unknown>(name: string, opts?: WaitSignalOptions): Promise<T>;
 }
 
 /** A handler: resolves with the job's result (any JSON value). A thrown
@@ -142,6 +174,7 @@ class Attempt {
   /** The lease guard's timer: due when the lease can no longer be trusted. */
   guard: ReturnType<typeof setTimeout> | undefined;
   finished: Promise<void> = Promise.resolve();
+  readonly durable: Durable;
 
   constructor(
     worker: Worker,
@@ -172,7 +205,23 @@ class Attempt {
       check: (): void => {
         if (this.expired() || this.controller.signal.aborted) throw this.lostError();
       },
+      step: (name, fn, opts) => this.durable.step(name, fn, opts),
+      sleep: (ms) => this.durable.sleepUntil(Date.now() + ms),
+      sleepUntil: (when) => this.durable.sleepUntil(when instanceof Date ? when.getTime() : when),
+      waitSignal: (name, opts) => this.durable.waitSignal(name, opts),
     };
+    this.durable = new Durable({
+      path: this.path,
+      token: lease.token,
+      workerId: worker.workerId,
+      transport: worker.transport,
+      signal: this.ctx.signal,
+      check: () => this.ctx.check(),
+      lose: (reason) => {
+        this.lose(reason);
+        return this.lostError();
+      },
+    });
   }
 
   /** The lease margin, the Go worker's: a fifth of the TTL, for clocks and
@@ -481,6 +530,7 @@ export class Worker {
       }
       let kind: Outcome | undefined;
       let body: Record<string, unknown> = {};
+      let thrown: Parked | undefined;
       try {
         const handler = this.handlers.get(ctx.type);
         if (!handler) throw new NoRetry(`no handler for job type ${ctx.type} on worker ${this.workerId}`);
@@ -489,7 +539,16 @@ export class Worker {
         kind = 'complete';
         body = { result: result === undefined ? null : result };
       } catch (err) {
-        if (!(err instanceof LeaseLostError && att.lost)) [kind, body] = outcomeOf(err);
+        if (err instanceof Parked) thrown = err;
+        else if (!(err instanceof LeaseLostError && att.lost)) [kind, body] = outcomeOf(err);
+      }
+      const parked = att.durable.parked ?? thrown;
+      if (parked) {
+        // A sleep or a wait parked the attempt: it ends parked, even when
+        // the handler caught Parked and went on.
+        if (!thrown) this.log.warn(`job ${ctx.id}: the handler caught Parked and went on (rethrow it); parking the job all the same`);
+        kind = 'park';
+        body = parked.signal ? { delay_seconds: parked.delaySeconds, signal: parked.signal } : { delay_seconds: parked.delaySeconds };
       }
       if (att.expired() || att.abandoned || !kind) {
         this.log.info(`job ${ctx.id}: ${att.lostReason || 'lease lost'}; its outcome is not reported`);
@@ -540,7 +599,7 @@ export class Worker {
 }
 
 /** The route an attempt's outcome is reported to. */
-type Outcome = 'complete' | 'fail' | 'snooze';
+type Outcome = 'complete' | 'fail' | 'snooze' | 'park';
 
 /** outcomeOf is the route and body that report what a handler threw. */
 function outcomeOf(err: unknown): [Outcome, Record<string, unknown>] {
