@@ -13,7 +13,7 @@ import (
 // runJobs handles "sundial jobs SUBCOMMAND".
 func runJobs(ctx context.Context, a *app, args []string) error {
 	if len(args) == 0 {
-		return usagef("jobs: give a subcommand: submit, get, list, wait, cancel, retry or bulk")
+		return usagef("jobs: give a subcommand: submit, get, list, wait, cancel, retry, signal or bulk")
 	}
 	sub, args := args[0], args[1:]
 	switch sub {
@@ -29,6 +29,8 @@ func runJobs(ctx context.Context, a *app, args []string) error {
 		return jobsList(ctx, a, args)
 	case "wait":
 		return jobsWait(ctx, a, args)
+	case "signal":
+		return jobsSignal(ctx, a, args)
 	case "bulk":
 		return jobsBulk(ctx, a, args)
 	}
@@ -151,5 +153,79 @@ func printJob(w io.Writer, j *jobView) {
 	if j.LastError != "" {
 		row(t, "Last error:", j.LastError)
 	}
+	if d := j.Durable; d != nil {
+		for _, st := range d.Steps {
+			v := string(st.Result)
+			if st.Status == "err" {
+				v = st.Error
+			}
+			row(t, fmt.Sprintf("Step %d:", st.Seq), st.Name+" "+st.Status+" "+v)
+		}
+		for _, sg := range d.Signals {
+			row(t, "Signal:", sg.Name+" "+string(sg.Value))
+		}
+		if d.Awaiting != nil {
+			what := "sleep"
+			if d.Awaiting.Kind == "signal" {
+				what = "signal " + d.Awaiting.Signal
+			}
+			row(t, "Awaiting:", what+" until "+showTime(d.Awaiting.Until))
+		}
+	}
 	_ = t.Flush()
+}
+
+// jobsSignal handles "jobs signal ID NAME [VALUE] [--idempotency-key K]"
+// and "jobs signal --queue Q --key K NAME [VALUE]": a signal for a durable
+// job (docs/durable.md), its value JSON.
+func jobsSignal(ctx context.Context, a *app, args []string) error {
+	fs := a.flags("jobs signal")
+	q := fs.String("queue", "", "with --key: the `queue` of the job that chose the key")
+	key := fs.String("key", "", "send to the job that waits with this `key` instead of by id")
+	idem := fs.String("idempotency-key", "", "the same `key` sent again answers duplicate instead of 409")
+	pos, err := parse(fs, args, false)
+	if err != nil {
+		return err
+	}
+	want := 2
+	if *key != "" {
+		want = 1
+	}
+	if len(pos) < want || len(pos) > want+1 {
+		return usagef("jobs signal takes ID NAME [VALUE], or --queue Q --key K NAME [VALUE]")
+	}
+	body := map[string]any{}
+	if v := pos[len(pos)-1]; len(pos) == want+1 {
+		if !json.Valid([]byte(v)) {
+			return usagef("jobs signal: the value %q is not JSON (a string needs quotes: '\"ups\"')", v)
+		}
+		body["value"] = json.RawMessage(v)
+	}
+	if *idem != "" {
+		body["idempotency_key"] = *idem
+	}
+	path := ""
+	if *key != "" {
+		if *q == "" {
+			return usagef("jobs signal: --key needs --queue")
+		}
+		body["queue"], body["key"], body["name"] = *q, *key, pos[0]
+		path = "/v1/signals"
+	} else {
+		path = "/v1/jobs/" + url.PathEscape(pos[0]) + "/signals/" + url.PathEscape(pos[1])
+	}
+	var out struct {
+		Status string `json:"status"`
+		JobID  string `json:"job_id"`
+	}
+	_, raw, err := a.client().do(ctx, "POST", path, body, &out)
+	if err != nil || a.opts.json {
+		return jsonOr(a, raw, err)
+	}
+	if out.JobID != "" {
+		fmt.Fprintf(a.env.stdout, "%s (job %s)\n", out.Status, out.JobID)
+	} else {
+		fmt.Fprintln(a.env.stdout, out.Status)
+	}
+	return nil
 }

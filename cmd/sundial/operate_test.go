@@ -125,3 +125,24 @@ func TestJobsWait(t *testing.T) {
 	s.cli(t, "", args("jobs wait "+dead[0])).want(t, exitError, "ended dead", "boom")
 	s.cli(t, "", args("jobs wait nosuchjob")).want(t, exitNotFound)
 }
+
+// TestJobsSignal: a signal for a durable job by id and by key, a
+// duplicate, a refusal, bad input; jobs get shows what the job recorded.
+func TestJobsSignal(t *testing.T) {
+	s := startServer(t)
+	ids := s.kill(t, "orders", "order", 1, "x") // a job that exists (dead: ended)
+	s.cli(t, "", args("jobs signal "+ids[0]+" shipped")).want(t, exitError, "ended")
+	s.cli(t, "", args("queues")).want(t, exitOK)
+	spec := job.Spec{Queue: "orders", Type: "order"}
+	j, _ := spec.Build(time.Now())
+	if _, err := s.q.Submit(context.Background(), []*job.Job{j}); err != nil {
+		t.Fatal(err)
+	}
+	s.cli(t, "", []string{"jobs", "signal", j.ID, "shipped", `"ups"`, "--idempotency-key", "k1"}).want(t, exitOK, "delivered (job "+j.ID+")")
+	s.cli(t, "", []string{"jobs", "signal", j.ID, "shipped", `"ups"`, "--idempotency-key", "k1"}).want(t, exitOK, "duplicate")
+	s.cli(t, "", []string{"jobs", "signal", j.ID, "shipped", `"dhl"`}).want(t, exitError, "signal of this name already")
+	s.cli(t, "", []string{"jobs", "signal", j.ID, "shipped", "ups"}).want(t, exitUsage, "not JSON")
+	s.cli(t, "", args("jobs signal --queue orders --key order-7 paid")).want(t, exitOK, "pending")
+	s.cli(t, "", args("jobs signal --key order-7 paid")).want(t, exitUsage, "--queue")
+	s.cli(t, "", args("jobs get "+j.ID)).want(t, exitOK, `Signal:`, `shipped "ups"`)
+}

@@ -63,6 +63,24 @@ type jobView struct {
 	WorkerID    string          `json:"worker_id"`
 	Result      json.RawMessage `json:"result"`
 	LastError   string          `json:"last_error"`
+	Durable     *struct {
+		Steps []struct {
+			Seq    int             `json:"seq"`
+			Name   string          `json:"name"`
+			Status string          `json:"status"`
+			Result json.RawMessage `json:"result"`
+			Error  string          `json:"error"`
+		} `json:"steps"`
+		Signals []struct {
+			Name  string          `json:"name"`
+			Value json.RawMessage `json:"value"`
+		} `json:"signals"`
+		Awaiting *struct {
+			Kind   string     `json:"kind"`
+			Signal string     `json:"signal"`
+			Until  *time.Time `json:"until"`
+		} `json:"awaiting"`
+	} `json:"durable"`
 }
 
 func (j *jobView) attempts() string { return fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts) }
