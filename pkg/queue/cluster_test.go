@@ -150,6 +150,14 @@ func exerciseEveryScript(t *testing.T, ctx context.Context, q *queue.Client, clk
 	must(err)
 	_, _, err = q.Progress(ctx, name, leases[0], queue.ProgressReport{Percent: 50})
 	must(err)
+	// A durable job's records: a signal kept for a key (signal.lua), then a
+	// wait that chooses the key (step.lua) and a signal by id.
+	_, _, err = q.SendSignal(ctx, queue.Signal{Queue: name, Key: "key-" + name, Name: "go"})
+	must(err)
+	_, _, err = q.RecordStep(ctx, name, leases[0], queue.StepWrite{Seq: 1, Record: job.StepRecord(job.StepWait, "signal:go", clk.Now(), time.Time{}, ""), Signal: "go", Key: "key-" + name})
+	must(err)
+	_, _, err = q.SendSignal(ctx, queue.Signal{Queue: name, ID: leases[0].Job.ID, Name: "other"})
+	must(err)
 	var out []queue.Outcome
 	for _, l := range leases {
 		kind := queue.OutcomeSucceeded
