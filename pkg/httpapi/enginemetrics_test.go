@@ -2,12 +2,15 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 )
 
@@ -161,4 +164,38 @@ func TestClaimStartLatency(t *testing.T) {
 	if h := m.GetHistogram(); h.GetSampleCount() != 1 || h.GetSampleSum() < 3 || h.GetSampleSum() > 60 {
 		t.Errorf("count %d, sum %.3f s; want one claim that waited 3 s or more", h.GetSampleCount(), h.GetSampleSum())
 	}
+}
+
+// TestLeaseExpiredCounted: an attempt whose lease expired and was
+// reclaimed counts in sundial_jobs_lease_expired_total (as well as a failed
+// attempt), whose series reads 0 from the first event of its queue and type.
+func TestLeaseExpiredCounted(t *testing.T) {
+	t.Parallel()
+	srv := queuetest.Start(t)
+	a := startOn(t, srv, func(c *Config) {
+		c.Queue = queue.New(srv.Client(), queue.Options{LeaseTTL: 300 * time.Millisecond, LeaseGrace: 100 * time.Millisecond})
+	})
+	a.q = a.s.q
+	a.waitStream(t)
+	ctx := context.Background()
+	attempts := 3
+	a.submitAt(t, time.Now(), job.Spec{Type: "x", MaxAttempts: &attempts})
+	expired := func(n int) string {
+		return fmt.Sprintf(`sundial_jobs_lease_expired_total{queue="default",type="x"} %d`, n)
+	}
+	queuetest.Eventually(t, 10*time.Second, "the counter at 0 after the submit", func() bool {
+		return strings.Contains(gather(t, a), expired(0))
+	})
+	if ls, err := a.q.Claim(ctx, "default", 1, "doomed-worker"); err != nil || len(ls) != 1 {
+		t.Fatalf("claim: %v %v", ls, err)
+	}
+	// The worker never renews: a poller's reclaim finds the lease expired.
+	queuetest.Eventually(t, 10*time.Second, "the lease reclaimed", func() bool {
+		n, _, err := a.q.Reclaim(ctx, "default", 10)
+		return err == nil && n == 1
+	})
+	queuetest.Eventually(t, 10*time.Second, "the expiry counted", func() bool {
+		text := gather(t, a)
+		return strings.Contains(text, expired(1)) && strings.Contains(text, `sundial_jobs_failed_total{queue="default",type="x"} 1`)
+	})
 }

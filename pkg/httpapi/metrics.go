@@ -31,6 +31,7 @@ type metrics struct {
 	reg *prometheus.Registry
 
 	submitted, succeeded, failed, dead *prometheus.CounterVec
+	leaseExpired                       *prometheus.CounterVec
 	duration                           *prometheus.HistogramVec
 	depth                              *prometheus.GaugeVec
 	httpDuration                       *prometheus.HistogramVec
@@ -62,6 +63,7 @@ type httpSeriesKey struct {
 // jobSeries caches the children of one (queue, type) pair.
 type jobSeries struct {
 	submitted, succeeded, failed, dead prometheus.Counter
+	leaseExpired                       prometheus.Counter
 	durOK, durFailed                   prometheus.Observer
 }
 
@@ -82,6 +84,8 @@ func newMetrics() *metrics {
 			Help: "Attempts that failed and were scheduled for a retry (failed and lease_expired events)."}, jobLabels),
 		dead: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sundial_jobs_dead_total",
 			Help: "Jobs that ended dead: attempts exhausted, not retryable, or no handler."}, jobLabels),
+		leaseExpired: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sundial_jobs_lease_expired_total",
+			Help: "Attempts whose lease expired and was reclaimed by a poller (their worker died, stalled or lost Redis), from the event stream; each is also counted as failed or dead."}, jobLabels),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sundial_job_duration_seconds",
 			Help:    "Time from an attempt's start to its outcome, by outcome (succeeded or failed).",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800}},
@@ -106,7 +110,7 @@ func newMetrics() *metrics {
 		series:  map[seriesKey]*jobSeries{},
 		running: map[string]runningAttempt{},
 	}
-	m.reg.MustRegister(m.submitted, m.succeeded, m.failed, m.dead, m.duration, m.depth, m.httpDuration,
+	m.reg.MustRegister(m.submitted, m.succeeded, m.failed, m.dead, m.leaseExpired, m.duration, m.depth, m.httpDuration,
 		m.wsClients, m.wsDropped, m.rateLimited, m.streamErrors, m.startLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	return m
@@ -142,8 +146,11 @@ func (m *metrics) seriesFor(q, typ string) *jobSeries {
 		succeeded: m.succeeded.WithLabelValues(k.queue, k.typ),
 		failed:    m.failed.WithLabelValues(k.queue, k.typ),
 		dead:      m.dead.WithLabelValues(k.queue, k.typ),
-		durOK:     m.duration.WithLabelValues(k.queue, k.typ, "succeeded"),
-		durFailed: m.duration.WithLabelValues(k.queue, k.typ, "failed"),
+		// Made with the others, so that its series reads 0 before the
+		// first expiry (an alert's increase() needs the series).
+		leaseExpired: m.leaseExpired.WithLabelValues(k.queue, k.typ),
+		durOK:        m.duration.WithLabelValues(k.queue, k.typ, "succeeded"),
+		durFailed:    m.duration.WithLabelValues(k.queue, k.typ, "failed"),
 	}
 	m.series[k] = s
 	return s
@@ -172,6 +179,7 @@ func (m *metrics) observeEvent(e *streamEvent) {
 		s.failed.Inc()
 		m.finishAttempt(e, false)
 	case job.EventLeaseExpired:
+		s.leaseExpired.Inc()
 		if e.State != job.Dead { // a dead event follows otherwise
 			s.failed.Inc()
 		}
@@ -227,3 +235,7 @@ func (m *metrics) observeClaim(queueName string, l queue.Lease) {
 	}
 	m.startLatency.WithLabelValues(queueName).Observe(l.Job.StartDelay(started).Seconds())
 }
+
+// Gatherer returns the API's metrics, the registry /metrics serves, for an
+// export other than /metrics (telemetry.SetupMetrics).
+func (s *Server) Gatherer() prometheus.Gatherer { return s.metrics.reg }
