@@ -43,6 +43,10 @@ func NewOps(cs ...prometheus.Collector) *Ops {
 	return &Ops{reg: reg, checks: map[string]Check{}, details: map[string]Detail{}}
 }
 
+// Gatherer returns the endpoint's metrics, for an export other than
+// /metrics (telemetry.SetupMetrics).
+func (o *Ops) Gatherer() prometheus.Gatherer { return o.reg }
+
 // Register adds collectors to the endpoint's metrics.
 func (o *Ops) Register(cs ...prometheus.Collector) { o.reg.MustRegister(cs...) }
 

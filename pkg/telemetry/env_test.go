@@ -56,3 +56,44 @@ func TestRedact(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsFromEnv: the metrics export follows the same rules as traces,
+// with its own exporter, endpoint and protocol variables.
+func TestMetricsFromEnv(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		env     map[string]string
+		on      bool
+		proto   string
+		wantErr bool
+	}{
+		{name: "nothing set: off"},
+		{name: "endpoint: on", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, on: true, proto: protoHTTP},
+		{name: "metrics endpoint: on", env: map[string]string{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://c:4318/v1/metrics"}, on: true, proto: protoHTTP},
+		{name: "traces endpoint alone: off", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"}},
+		{name: "metrics none beats an endpoint", env: map[string]string{"OTEL_METRICS_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}},
+		{name: "traces none leaves metrics on", env: map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, on: true, proto: protoHTTP},
+		{name: "prometheus: no OTLP export", env: map[string]string{"OTEL_METRICS_EXPORTER": "prometheus", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}},
+		{name: "console refused", env: map[string]string{"OTEL_METRICS_EXPORTER": "console"}, wantErr: true},
+		{name: "sdk disabled", env: map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_METRICS_EXPORTER": "otlp"}},
+		{name: "metrics protocol beats general", env: map[string]string{"OTEL_METRICS_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "grpc"}, on: true, proto: protoGRPC},
+		{name: "traces protocol does not apply", env: map[string]string{"OTEL_METRICS_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc"}, on: true, proto: protoHTTP},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := signalFromEnv(func(k string) string { return tt.env[k] }, "METRICS")
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
+			}
+			if s.enabled != tt.on || s.protocol != tt.proto {
+				t.Errorf("got enabled=%v protocol=%q, want %v %q", s.enabled, s.protocol, tt.on, tt.proto)
+			}
+		})
+	}
+	// Traces refuse the prometheus exporter name.
+	if _, err := fromEnv(func(k string) string { return map[string]string{"OTEL_TRACES_EXPORTER": "prometheus"}[k] }); err == nil {
+		t.Error("OTEL_TRACES_EXPORTER=prometheus accepted")
+	}
+}

@@ -1,7 +1,8 @@
-// Package telemetry sets up OpenTelemetry tracing for a Sundial service from
-// the standard OTEL_* environment variables. Tracing is off unless an OTLP
-// exporter is asked for; when off, the global tracer provider is the no-op
-// one and nothing is exported.
+// Package telemetry sets up OpenTelemetry for a Sundial service from the
+// standard OTEL_* environment variables: tracing (Setup) and the export of
+// the service's Prometheus metrics over OTLP (SetupMetrics). Each is off
+// unless an OTLP exporter is asked for; when off, the global tracer
+// provider is the no-op one and nothing is exported.
 package telemetry
 
 import (
@@ -41,7 +42,7 @@ type settings struct {
 	endpoint string // for the log line only; the exporter reads it itself
 }
 
-// fromEnv applies the rules of the OTEL_* variables:
+// fromEnv applies the rules of the OTEL_* variables for traces:
 //
 //   - OTEL_SDK_DISABLED=true turns tracing off, whatever else is set;
 //   - OTEL_TRACES_EXPORTER=none turns it off, =otlp turns it on, and any
@@ -51,6 +52,15 @@ type settings struct {
 //   - the protocol (OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else
 //     OTEL_EXPORTER_OTLP_PROTOCOL) is http/protobuf (the default) or grpc.
 func fromEnv(getenv func(string) string) (settings, error) {
+	return signalFromEnv(getenv, "TRACES")
+}
+
+// signalFromEnv applies those rules to one signal, TRACES or METRICS: its
+// OTEL_<signal>_EXPORTER, OTEL_EXPORTER_OTLP_<signal>_ENDPOINT and
+// OTEL_EXPORTER_OTLP_<signal>_PROTOCOL. For metrics, the exporter name
+// prometheus is accepted and means no OTLP export (the /metrics endpoint
+// is served either way).
+func signalFromEnv(getenv func(string) string, signal string) (settings, error) {
 	var s settings
 	disabled := strings.TrimSpace(getenv("OTEL_SDK_DISABLED"))
 	switch strings.ToLower(disabled) {
@@ -60,24 +70,30 @@ func fromEnv(getenv func(string) string) (settings, error) {
 	default:
 		return s, fmt.Errorf("OTEL_SDK_DISABLED=%q: want true or false", disabled)
 	}
-	endpoint := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+	endpoint := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_" + signal + "_ENDPOINT"))
 	if endpoint == "" {
 		endpoint = strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
 	}
-	switch exp := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER"))); exp {
+	exporterVar := "OTEL_" + signal + "_EXPORTER"
+	switch exp := strings.ToLower(strings.TrimSpace(getenv(exporterVar))); exp {
 	case "none":
+		return s, nil
+	case "prometheus":
+		if signal != "METRICS" {
+			return s, fmt.Errorf("%s=%q is not supported: use otlp or none", exporterVar, exp)
+		}
 		return s, nil
 	case "otlp":
 		s.enabled = true
 	case "":
 		s.enabled = endpoint != ""
 	default:
-		return s, fmt.Errorf("OTEL_TRACES_EXPORTER=%q is not supported: use otlp or none", exp)
+		return s, fmt.Errorf("%s=%q is not supported: use otlp or none", exporterVar, exp)
 	}
 	if !s.enabled {
 		return s, nil
 	}
-	protoVar := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	protoVar := "OTEL_EXPORTER_OTLP_" + signal + "_PROTOCOL"
 	proto := strings.TrimSpace(getenv(protoVar))
 	if proto == "" {
 		protoVar = "OTEL_EXPORTER_OTLP_PROTOCOL"
@@ -93,6 +109,27 @@ func fromEnv(getenv func(string) string) (settings, error) {
 	}
 	s.endpoint = endpoint
 	return s, nil
+}
+
+// newResource is the resource of a service's spans and metrics: its
+// service.name (serviceName, unless OTEL_SERVICE_NAME or
+// OTEL_RESOURCE_ATTRIBUTES say otherwise), the SDK and the host.
+func newResource(ctx context.Context, serviceName string, log *slog.Logger) (*resource.Resource, error) {
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", serviceName)),
+		resource.WithTelemetrySDK(),
+		resource.WithHost(),
+		resource.WithFromEnv(), // last: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
+	)
+	if err != nil && res == nil {
+		return nil, fmt.Errorf("telemetry resource: %w", err)
+	}
+	if err != nil {
+		// A partial resource (a malformed OTEL_RESOURCE_ATTRIBUTES entry)
+		// is still usable; say so and go on.
+		log.Warn("telemetry resource is incomplete", "err", err)
+	}
+	return res, nil
 }
 
 // Setup configures tracing for the service named serviceName (the default
@@ -122,19 +159,9 @@ func Setup(ctx context.Context, serviceName string, log *slog.Logger) (stop func
 		otel.SetTracerProvider(noop.NewTracerProvider())
 		return off, false, nil
 	}
-	res, err := resource.New(ctx,
-		resource.WithAttributes(attribute.String("service.name", serviceName)),
-		resource.WithTelemetrySDK(),
-		resource.WithHost(),
-		resource.WithFromEnv(), // last: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
-	)
-	if err != nil && res == nil {
-		return off, false, fmt.Errorf("tracing resource: %w", err)
-	}
+	res, err := newResource(ctx, serviceName, log)
 	if err != nil {
-		// A partial resource (a malformed OTEL_RESOURCE_ATTRIBUTES entry)
-		// is still usable; say so and go on.
-		log.Warn("tracing resource is incomplete", "err", err)
+		return off, false, err
 	}
 	var exp sdktrace.SpanExporter
 	switch s.protocol {

@@ -55,6 +55,11 @@ func main() {
 		if err != nil {
 			return err
 		}
+		stopMetrics, _, err := telemetry.SetupMetrics(ctx, "sundial-api", api.Gatherer(), env.Log)
+		if err != nil {
+			return fmt.Errorf("metrics export: %w", err)
+		}
+		defer stopMetrics()
 		ln, err := net.Listen("tcp", c.HTTPAddr)
 		if err != nil {
 			return fmt.Errorf("SUNDIAL_HTTP_ADDR: %w", err)

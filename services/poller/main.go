@@ -69,6 +69,12 @@ func main() {
 		}
 		defer closeRelays()
 
+		stopMetrics, _, err := telemetry.SetupMetrics(ctx, "sundial-poller", ops.Gatherer(), env.Log)
+		if err != nil {
+			return fmt.Errorf("metrics export: %w", err)
+		}
+		defer stopMetrics()
+
 		ln, err := env.ListenOps(9091)
 		if err != nil {
 			return err

@@ -47,10 +47,17 @@ func main() {
 			MetricsURL:        metricsURL,
 		})
 		builtin.RegisterWith(w, builtin.Config{HTTPAllow: c.HTTPJobAllow})
+		// The metrics are exported over OTLP when asked for, whether or
+		// not /metrics is served (SUNDIAL_METRICS_ADDR=off).
+		ops := service.NewOps(w.Collectors()...)
+		ops.Check("redis", env.RedisCheck)
+		stopMetrics, _, err := telemetry.SetupMetrics(ctx, "sundial-worker", ops.Gatherer(), env.Log)
+		if err != nil {
+			return fmt.Errorf("metrics export: %w", err)
+		}
+		defer stopMetrics()
 		g, gctx := errgroup.WithContext(ctx)
 		if ln != nil {
-			ops := service.NewOps(w.Collectors()...)
-			ops.Check("redis", env.RedisCheck)
 			g.Go(func() error { return ops.Serve(gctx, ln, env.Log) })
 		}
 		// The worker stops on the signal (ctx), not when the endpoint fails
