@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/worker"
 )
@@ -134,4 +135,27 @@ func (c *Client) signal(ctx context.Context, s queue.Signal, value any) (queue.S
 		return st, fmt.Errorf("%w: %s", ErrSignalRefused, st)
 	}
 	return st, nil
+}
+
+// ChildResult is how a child job ended (RunChildren): its id, queue,
+// state, result or last error.
+type ChildResult = queue.BatchResult
+
+// RunChildren submits jobs as the children of the running job, once per
+// job, parks the job until every child ended (in any queues, on any
+// Cluster shard), and returns how each ended, in order. See
+// worker.RunChildren.
+func RunChildren(ctx context.Context, name string, jobs []Job) ([]ChildResult, error) {
+	built := make([]*job.Job, len(jobs))
+	now := time.Now()
+	for i, j := range jobs {
+		s, err := j.spec()
+		if err != nil {
+			return nil, worker.NoRetry(fmt.Errorf("sundial: children %q: jobs[%d]: %w", name, i, err))
+		}
+		if built[i], err = s.Build(now); err != nil {
+			return nil, worker.NoRetry(fmt.Errorf("sundial: children %q: jobs[%d]: %w", name, i, err))
+		}
+	}
+	return worker.RunChildren(ctx, name, built)
 }

@@ -211,7 +211,7 @@ func (s *Server) parkJob(c *gin.Context) {
 		Delay: secondsDuration(req.DelaySeconds), WorkerID: req.WorkerID})
 }
 
-// signalJob handles POST /v1/jobs/{id}/signals/{name}.
+// signalJob handles POST /v1/jobs/{id}/signals/{signal}.
 func (s *Server) signalJob(c *gin.Context) {
 	var req signalRequest
 	data, err := readBody(c, s.cfg.MaxBodyBytes, true)
@@ -224,8 +224,8 @@ func (s *Server) signalJob(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	name := c.Param("name")
-	if err := checkDurableName("name", name); err != nil {
+	name := c.Param("signal")
+	if err := checkDurableName("signal", name); err != nil {
 		fail(c, err)
 		return
 	}
@@ -305,7 +305,7 @@ func (s *Server) durableRoutes() []route {
 			Description: "Ends the attempt without spending it (as a snooze) and makes the job due after delay_seconds, or as soon as signal arrives (at once when it arrived meanwhile), with a parked event. " + lost,
 			Body:        parkRequest{}, Status: http.StatusOK, Response: outcomeResult{}, Errors: []int{400, 403, 404, 409, 413, 415, 503},
 		}},
-		{http.MethodPost, "/v1/jobs/:id/signals/:name", s.signalJob, operation{
+		{http.MethodPost, "/v1/jobs/:id/signals/:signal", s.signalJob, operation{
 			ID: "signalJob", Tag: "jobs", Summary: "Send a signal to a durable job", Scope: scopeSubmit,
 			Description: "Keeps the value on the job for its WaitSignal; a job parked waiting for it runs at once. A signal sent before the wait began is kept. A job takes one signal of each name: " +
 				"sent again with the same idempotency_key it answers 200 duplicate, otherwise 409. 409 too for a job that ended.",
@@ -313,7 +313,7 @@ func (s *Server) durableRoutes() []route {
 		}},
 		{http.MethodPost, "/v1/signals", s.signalByKey, operation{
 			ID: "signalByKey", Tag: "jobs", Summary: "Send a signal to the job of a queue that chose a key", Scope: scopeSubmit,
-			Description: "As POST /v1/jobs/{id}/signals/{name}, to the job of the queue that waits (or waited) with this key (an order number, say). 202 pending when no job chose the key yet: the signal is kept for the one that will.",
+			Description: "As POST /v1/jobs/{id}/signals/{signal}, to the job of the queue that waits (or waited) with this key (an order number, say). 202 pending when no job chose the key yet: the signal is kept for the one that will.",
 			Body:        keySignalRequest{}, Status: http.StatusOK, Response: signalResult{}, Also: map[int]string{http.StatusAccepted: "No job chose the key yet; the signal is kept for the one that will."},
 			Errors: []int{400, 409, 413, 415, 503},
 		}},

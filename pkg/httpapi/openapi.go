@@ -442,6 +442,7 @@ var pathParams = map[string]map[string]any{
 
 	"schedule_id": {"description": "A schedule id.", "schema": scheduleIDSchema},
 	"name":        {"description": "A limit's name.", "schema": map[string]any{"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"}},
+	"signal":      {"description": "A signal's name (docs/durable.md).", "schema": map[string]any{"type": "string", "minLength": 1, "maxLength": 200}},
 }
 
 // buildOpenAPI generates the OpenAPI 3.1 document of routes.

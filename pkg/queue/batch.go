@@ -56,6 +56,22 @@ type BatchSpec struct {
 	// Open leaves the batch unsealed: members may be added (AddToBatch)
 	// until one seals it, and the callbacks wait for that.
 	Open bool
+	// NotifyComplete, instead of an OnComplete job, sends a signal to a
+	// durable job once every member ended: how a parent awaits its
+	// children (docs/durable.md).
+	NotifyComplete *SignalTarget
+}
+
+// SignalTarget names a signal to send to a job (BatchSpec.NotifyComplete).
+type SignalTarget struct {
+	Queue string `json:"queue"`
+	Job   string `json:"job"`
+	Name  string `json:"name"`
+}
+
+// signalCallback is a callback spec that sends a signal (fireCallback).
+type signalCallback struct {
+	Signal *SignalTarget `json:"signal"`
 }
 
 // BatchCallback is the state of one callback of a batch.
@@ -139,6 +155,13 @@ func (c *Client) CreateBatch(ctx context.Context, b BatchSpec) (*BatchInfo, []Su
 			}
 			cb[i] = string(data)
 		}
+	}
+	if b.NotifyComplete != nil {
+		data, err := json.Marshal(signalCallback{Signal: b.NotifyComplete})
+		if err != nil {
+			return nil, nil, err
+		}
+		cb[1] = string(data)
 	}
 	if _, err := c.batchCall(ctx, b.ID, "create", cb, nil); err != nil {
 		return nil, nil, err
@@ -859,6 +882,20 @@ func batchSettled(m []string) bool {
 // fireCallback submits callback which (JSON spec) of batch id and marks it
 // fired in the batch's field (success or complete).
 func (c *Client) fireCallback(ctx context.Context, id, spec, which, field string) error {
+	var sc signalCallback
+	if strings.HasPrefix(spec, `{"signal":`) && json.Unmarshal([]byte(spec), &sc) == nil && sc.Signal != nil {
+		// A parent awaiting its children: the signal is idempotent by the
+		// callback's key, so a crash before the mark sends it once.
+		t := sc.Signal
+		if _, _, err := c.SendSignal(ctx, Signal{Queue: t.Queue, ID: t.Job, Name: t.Name, Value: json.RawMessage(`"` + id + `"`),
+			IdempotencyKey: BatchIdempotencyKey(id, which)}); err != nil {
+			return fmt.Errorf("batch %s: %s: %w", id, which, err)
+		}
+		if err := c.rdb.HSet(ctx, batchKeys(id)[0], field, "fired", field+"_job", t.Job).Err(); err != nil {
+			return fmt.Errorf("batch %s: %s: %w", id, which, err)
+		}
+		return nil
+	}
 	var j job.Job
 	err := json.Unmarshal([]byte(spec), &j)
 	if err != nil {

@@ -315,7 +315,7 @@ type waitOptions struct{ key string }
 func SignalKey(key string) WaitOption { return func(o *waitOptions) { o.key = key } }
 
 // WaitSignal waits for the signal name sent to the job (POST
-// /v1/jobs/{id}/signals/{name}, or to the job's key, see SignalKey) and
+// /v1/jobs/{id}/signals/{signal}, or to the job's key, see SignalKey) and
 // returns its value decoded into T. While it waits the job is parked, as
 // in Sleep: WaitSignal then returns an error that the handler returns as
 // it is, and the job runs again when the signal arrives, or when timeout
@@ -397,4 +397,75 @@ func decodeSignal[T any](name string, raw json.RawMessage) (T, error) {
 		return v, NoRetry(fmt.Errorf("sundial: signal %q: its value does not decode: %w", name, err))
 	}
 	return v, nil
+}
+
+// RunChildren submits jobs as the children of the running job, once per
+// job (a step named "children:"+name), parks the job until every child
+// ended, and returns how each ended, in the order given (recorded as the
+// step "children:"+name+":results"). Children may be in any queues — on a
+// Redis Cluster, on any shards: they are a batch (docs/workflows.md,
+// "Batches") whose end sends the parent a signal. Their ids are made from
+// the parent's, so an attempt that died half-way through submitting them
+// is completed by the next, without a child twice. At most
+// queue.BatchChunk children; their results together are one step's
+// record (at most queue.MaxStepBytes).
+func RunChildren(ctx context.Context, name string, jobs []*job.Job) ([]queue.BatchResult, error) {
+	if err := checkName("children", name); err != nil {
+		return nil, err
+	}
+	if len(jobs) == 0 || len(jobs) > queue.BatchChunk {
+		return nil, NoRetry(fmt.Errorf("sundial: children %q: 1 to %d jobs, not %d", name, queue.BatchChunk, len(jobs)))
+	}
+	rj, d, err := durableOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if rj.fake != nil {
+		return nil, NoRetry(errors.New("sundial: RunChildren needs a worker and Redis; a test's fake run has neither"))
+	}
+	parent := rj.r.lease.Job
+	d.mu.Lock()
+	batchID := parent.ID + ".c" + strconv.Itoa(d.seq+1)
+	d.mu.Unlock()
+	done := "sundial.children:" + batchID
+	if _, err := Step(ctx, "children:"+name, func(ctx context.Context) (string, error) {
+		for i, j := range jobs {
+			j.ID = batchID + "." + strconv.Itoa(i)
+		}
+		_, _, err := rj.w.q.CreateBatch(ctx, queue.BatchSpec{ID: batchID, Jobs: jobs,
+			NotifyComplete: &queue.SignalTarget{Queue: rj.r.queue, Job: parent.ID, Name: done}})
+		if errors.Is(err, queue.ErrBatchExists) {
+			// An earlier attempt made the batch and died before its
+			// record: add what it may have left out (the same ids: a
+			// child that exists is not submitted again) and seal it.
+			if _, _, err = rj.w.q.AddToBatch(ctx, batchID, jobs, true); errors.Is(err, queue.ErrBatchSealed) {
+				err = nil
+			}
+		}
+		return batchID, err
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := WaitSignal[string](ctx, done, 0); err != nil {
+		return nil, err
+	}
+	return Step(ctx, "children:"+name+":results", func(ctx context.Context) ([]queue.BatchResult, error) {
+		out := make([]queue.BatchResult, len(jobs))
+		cursor := ""
+		for {
+			page, next, err := rj.w.q.BatchResults(ctx, batchID, cursor, 1000)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range page {
+				if i, err := strconv.Atoi(r.ID[strings.LastIndexByte(r.ID, '.')+1:]); err == nil && i >= 0 && i < len(out) {
+					out[i] = r
+				}
+			}
+			if next == "" {
+				return out, nil
+			}
+			cursor = next
+		}
+	})
 }

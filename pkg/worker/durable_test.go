@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,16 +16,21 @@ import (
 	"github.com/sundialhq/sundial/pkg/worker"
 )
 
-// promoting makes the queue's due jobs ready every few milliseconds until
-// the test ends, as a poller does.
-func promoting(t *testing.T, e *env, queueName string) {
+// promoting makes the queues' due jobs ready, and relays their batches'
+// ends and fires the batches' callbacks, every few milliseconds until the
+// test ends, as a poller does.
+func promoting(t *testing.T, e *env, queueNames ...string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			_, _, _ = e.q.Promote(ctx, queueName, 100)
+			for _, q := range queueNames {
+				_, _, _ = e.q.Promote(ctx, q, 100)
+				_, _ = e.q.RelayBatchEnds(ctx, q, 100)
+			}
+			_, _ = e.q.FireBatchCallbacks(ctx, 100)
 			select {
 			case <-ctx.Done():
 			case <-time.After(10 * time.Millisecond):
@@ -216,5 +222,61 @@ func TestStaleAttemptRecordsNoStep(t *testing.T) {
 	}
 	if got := e.state(t, jobs[0].ID); got.Durable != nil {
 		t.Fatalf("recorded %+v", got.Durable)
+	}
+}
+
+// A parent spawns children in two queues and awaits them parked; each
+// child runs once, and the parent gets their ends in order.
+func TestRunChildren(t *testing.T) {
+	e := newEnv(t)
+	promoting(t, e, "default", "other")
+	var spawned, childRuns atomic.Int32
+	w := newWorker(e, worker.Config{Concurrency: 4, Queues: []worker.Queue{{Name: "default"}, {Name: "other"}}})
+	w.HandleFunc("child", func(ctx context.Context, j *job.Job) (any, error) {
+		childRuns.Add(1)
+		var n int
+		_ = json.Unmarshal(j.Payload, &n)
+		if n == 2 {
+			return nil, worker.NoRetry(errors.New("child 2 fails"))
+		}
+		return n * 10, nil
+	})
+	w.HandleFunc("parent", func(ctx context.Context, j *job.Job) (any, error) {
+		var kids []*job.Job
+		for i := range 3 {
+			q := "default"
+			if i%2 == 1 {
+				q = "other"
+			}
+			k, err := (&job.Spec{Queue: q, Type: "child", Payload: json.RawMessage(strconv.Itoa(i))}).Build(time.Now())
+			if err != nil {
+				return nil, err
+			}
+			kids = append(kids, k)
+		}
+		if j.Attempt == 1 {
+			spawned.Add(1)
+		}
+		res, err := worker.RunChildren(ctx, "fan", kids)
+		if err != nil {
+			return nil, err
+		}
+		out := []string{}
+		for _, r := range res {
+			out = append(out, r.Queue+":"+string(r.State)+":"+string(r.Result))
+		}
+		return out, nil
+	})
+	start(t, w)
+	jobs := e.submit(t, job.Spec{Type: "parent"})
+	got := e.waitState(t, jobs[0].ID, job.Succeeded)
+	if string(got.Result) != `["default:succeeded:0","other:succeeded:10","default:dead:"]` {
+		t.Fatalf("result %s", got.Result)
+	}
+	if childRuns.Load() != 3 {
+		t.Fatalf("children ran %d times; want 3", childRuns.Load())
+	}
+	if got.Attempt < 2 {
+		t.Fatalf("the parent ran %d attempts: it was never parked", got.Attempt)
 	}
 }

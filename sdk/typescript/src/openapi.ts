@@ -489,7 +489,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/jobs/{id}/signals/{name}": {
+    "/v1/jobs/{id}/signals/{signal}": {
         parameters: {
             query?: never;
             header?: never;
@@ -928,7 +928,7 @@ export interface paths {
         put?: never;
         /**
          * Send a signal to the job of a queue that chose a key
-         * @description As POST /v1/jobs/{id}/signals/{name}, to the job of the queue that waits (or waited) with this key (an order number, say). 202 pending when no job chose the key yet: the signal is kept for the one that will.
+         * @description As POST /v1/jobs/{id}/signals/{signal}, to the job of the queue that waits (or waited) with this key (an order number, say). 202 pending when no job chose the key yet: the signal is kept for the one that will.
          */
         post: operations["signalByKey"];
         delete?: never;
@@ -2831,8 +2831,8 @@ export interface operations {
             path: {
                 /** @description A job id. */
                 id: string;
-                /** @description A limit's name. */
-                name: string;
+                /** @description A signal's name (docs/durable.md). */
+                signal: string;
             };
             cookie?: never;
         };
