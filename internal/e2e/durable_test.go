@@ -80,10 +80,15 @@ func (s *stepSink) appliedCount() int {
 
 // buildDurableWorker builds internal/e2e/durableworker, a worker program
 // written as a user writes one, with durable steps.
-func buildDurableWorker(t *testing.T) string {
+// With race, it is built with the race detector.
+func buildDurableWorker(t *testing.T, race bool) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "durableworker")
-	out, err := exec.Command("go", "build", "-race", "-o", bin, "github.com/sundialhq/sundial/internal/e2e/durableworker").CombinedOutput()
+	args := []string{"build", "-o", bin}
+	if race {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, "github.com/sundialhq/sundial/internal/e2e/durableworker")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -100,7 +105,7 @@ func TestDurableStepsUnderCrashes(t *testing.T) {
 	const jobs, steps = 1000, 5
 	srv := queuetest.StartWith(t, "--appendfsync", "always")
 	sink := startStepSink(t)
-	bin := buildDurableWorker(t)
+	bin := buildDurableWorker(t, true)
 	env := serviceEnv(srv, "SINK_URL="+sink.URL, "STEPS="+strconv.Itoa(steps), "SUNDIAL_CONCURRENCY=16")
 	startProc(t, binary(t, "poller"), serviceEnv(srv)...)
 	workers := []*proctest.Proc{
@@ -161,4 +166,132 @@ func TestDurableStepsUnderCrashes(t *testing.T) {
 	}
 	t.Logf("%d jobs × %d steps: each side effect applied once; %d step runs answered as applied before (their attempt died after the side effect, before the record), %d stale writes refused",
 		jobs, steps, sink.again, sink.stale)
+}
+
+// TestDurableOrderFromOutside runs docs/durable.md's example (order →
+// charge → wait for "shipped" → sleep → email) with the real binaries and
+// a Go-library worker, driven over HTTP: a signal sent before the wait
+// (by key, before any job chose it), one during it, a duplicate, one
+// refused, a wait that times out, and a 2 s sleep across a worker killed
+// (-9) and restarted. Each side effect is applied once at the sink.
+func TestDurableOrderFromOutside(t *testing.T) {
+	srv := queuetest.StartWith(t, "--appendfsync", "always")
+	sink := startStepSink(t)
+	bin := buildDurableWorker(t, true)
+	addr := proctest.FreeAddr(t)
+	startProc(t, binary(t, "api"), serviceEnv(srv, "SUNDIAL_HTTP_ADDR="+addr, "SUNDIAL_HISTORY=off")...)
+	startProc(t, binary(t, "poller"), serviceEnv(srv, "SUNDIAL_HISTORY=off")...)
+	w := startProc(t, bin, serviceEnv(srv, "SINK_URL="+sink.URL, "SUNDIAL_WORKER_ID=orders-1")...)
+	api := &proctest.API{HTTP: &http.Client{Timeout: 10 * time.Second}, URLs: []string{"http://" + addr}}
+	queuetest.Eventually(t, 30*time.Second, "the API ready", func() bool { return proctest.Ready(api.HTTP, api.URLs[0]) })
+	call := func(method, path string, body any, want int) []byte {
+		t.Helper()
+		code, b, err := api.Call(method, path, body, 20*time.Second)
+		if err != nil || code != want {
+			t.Fatalf("%s %s: %d %s %v; want %d", method, path, code, b, err, want)
+		}
+		return b
+	}
+	get := func(id string) job.Job {
+		t.Helper()
+		var j job.Job
+		if err := json.Unmarshal(call("GET", "/v1/jobs/"+id, nil, http.StatusOK), &j); err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	submit := func(order string, timeoutMS int) string {
+		t.Helper()
+		var j job.Job
+		b := call("POST", "/v1/jobs", map[string]any{"type": "order", "max_attempts": 5,
+			"payload": map[string]any{"order": order, "sleep_ms": 2000, "timeout_ms": timeoutMS}}, http.StatusCreated)
+		if err := json.Unmarshal(b, &j); err != nil {
+			t.Fatal(err)
+		}
+		return j.ID
+	}
+	// Before: the signal for order 1 goes to its key before its job exists.
+	call("POST", "/v1/signals", map[string]any{"queue": "default", "key": "order-1", "name": "shipped", "value": "dhl"}, http.StatusAccepted)
+	early := submit("1", 60_000)
+	during := submit("2", 60_000)
+	never := submit("3", 1500)
+	queuetest.Eventually(t, 30*time.Second, "order 2 parked, waiting for its signal", func() bool {
+		j := get(during)
+		return j.HeldBack != nil && j.HeldBack.Reason == job.HeldSignal
+	})
+	// During: by id, then the same again (a retry) and another (refused).
+	call("POST", "/v1/jobs/"+during+"/signals/shipped", map[string]any{"value": "ups", "idempotency_key": "ship-2"}, http.StatusOK)
+	var dup struct{ Status string }
+	_ = json.Unmarshal(call("POST", "/v1/jobs/"+during+"/signals/shipped", map[string]any{"value": "ups", "idempotency_key": "ship-2"}, http.StatusOK), &dup)
+	if dup.Status != "duplicate" {
+		t.Fatalf("the same signal again: %q, want duplicate", dup.Status)
+	}
+	call("POST", "/v1/jobs/"+during+"/signals/shipped", map[string]any{"value": "fedex"}, http.StatusConflict)
+	// Both shipped orders now sleep 2 s; the worker dies meanwhile and a
+	// new one takes over.
+	queuetest.Eventually(t, 30*time.Second, "orders 1 and 2 asleep", func() bool {
+		a, b := get(early), get(during)
+		return a.HeldBack != nil && a.HeldBack.Reason == job.HeldSleeping && b.HeldBack != nil && b.HeldBack.Reason == job.HeldSleeping
+	})
+	w.Kill()
+	w.Restart(t)
+	for id, carrier := range map[string]string{early: "dhl", during: "ups"} {
+		var j job.Job
+		queuetest.Eventually(t, 30*time.Second, "order "+id+" to succeed", func() bool { j = get(id); return j.State == job.Succeeded })
+		var res map[string]string
+		if err := json.Unmarshal(j.Result, &res); err != nil || res["carrier"] != carrier || res["charge"] != "v:default/"+id+"/charge" || res["email"] != "v:default/"+id+"/email" {
+			t.Fatalf("order %s: result %s", id, j.Result)
+		}
+		steps := j.Durable.Steps
+		if len(steps) != 4 || steps[2].Name != "sleep" || steps[2].EndedAt == nil {
+			t.Fatalf("order %s: steps %+v", id, steps)
+		}
+		if slept := time.Time(*steps[2].EndedAt).Sub(time.Time(steps[2].StartedAt)); slept < 2*time.Second {
+			t.Fatalf("order %s slept %v; want 2 s", id, slept)
+		}
+	}
+	j := get(never)
+	queuetest.Eventually(t, 30*time.Second, "order 3 to give up", func() bool { j = get(never); return j.State == job.Cancelled })
+	if j.LastError != "never shipped" || j.Durable.Steps[1].Status != job.StepTimeout {
+		t.Fatalf("order 3: %s %q %+v", j.State, j.LastError, j.Durable.Steps)
+	}
+	// After: a signal to an order that ended is refused.
+	call("POST", "/v1/jobs/"+never+"/signals/shipped", map[string]any{"value": "late"}, http.StatusConflict)
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	for k, n := range sink.applied {
+		if n != 1 {
+			t.Fatalf("%s applied %d times", k, n)
+		}
+	}
+	if len(sink.applied) != 5 { // two charges and two emails of the shipped orders, one charge of the other
+		t.Fatalf("%d side effects applied: %v", len(sink.applied), sink.applied)
+	}
+}
+
+// TestTenThousandSleepingJobs: 10,000 jobs sleep at once under a worker of
+// concurrency 1 — parked jobs hold no worker — and all wake and succeed.
+func TestTenThousandSleepingJobs(t *testing.T) {
+	const n = 10_000
+	srv := queuetest.StartWith(t, "--appendonly", "no")
+	bin := buildDurableWorker(t, false) // measured: the parking rate of one worker slot
+	startProc(t, binary(t, "poller"), serviceEnv(srv, "SUNDIAL_HISTORY=off")...)
+	startProc(t, bin, serviceEnv(srv, "SINK_URL=http://127.0.0.1:9", "SUNDIAL_CONCURRENCY=1", "SUNDIAL_WORKER_ID=napper")...)
+	q := queue.New(srv.Client(), queue.Options{})
+	specs := make([]job.Spec, n)
+	for i := range specs {
+		specs[i] = job.Spec{Type: "nap", Payload: json.RawMessage(`20000`)}
+	}
+	ctx := context.Background()
+	start := time.Now()
+	submit(t, q, specs)
+	queuetest.Eventually(t, 120*time.Second, "every job asleep at once", func() bool {
+		st, err := q.Stats(ctx, "default")
+		return err == nil && len(st) == 1 && st[0].Scheduled == n
+	})
+	t.Logf("%d jobs asleep after %v (one worker slot)", n, time.Since(start).Round(time.Millisecond))
+	queuetest.Eventually(t, 240*time.Second, "every job to wake and succeed", func() bool {
+		st, err := q.Stats(ctx, "default")
+		return err == nil && len(st) == 1 && st[0].SucceededTotal == n
+	})
 }

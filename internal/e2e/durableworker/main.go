@@ -1,14 +1,22 @@
-// Command durableworker is the worker of the durable-execution proof
-// (internal/e2e, TestDurableStepsUnderCrashes): a Sundial Runner, built
-// as a user builds one, whose "pipeline" jobs run STEPS steps. Each step
-// makes its side effect at a sink outside Redis (SINK_URL): a POST with
+// Command durableworker is the worker of the durable-execution tests of
+// internal/e2e: a Sundial Runner, built as a user builds one. Its steps
+// make their side effects at a sink outside Redis (SINK_URL): a POST with
 // the step's idempotency key and the attempt's fencing token, answered
-// with the step's value. The job's result is the list of the values.
+// with the step's value. It serves three types:
+//   - "pipeline" runs STEPS steps; its result is the list of their values
+//     (TestDurableStepsUnderCrashes);
+//   - "order" is docs/durable.md's example: a charge step, a wait for the
+//     signal "shipped" (by the key "order-<order>", until timeout_ms), a
+//     sleep of sleep_ms, an email step; never shipped ends it cancelled;
+//   - "nap" sleeps ms and returns "rested".
+//
 // It reads the SUNDIAL_* variables as the services do (ConfigFromEnv).
 package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -30,40 +38,79 @@ func main() {
 	}
 	sink := os.Getenv("SINK_URL")
 	steps, _ := strconv.Atoi(os.Getenv("STEPS"))
-	if sink == "" || steps < 1 {
-		log.Fatal("SINK_URL and STEPS are required")
+	if sink == "" {
+		log.Fatal("SINK_URL is required")
 	}
 	cfg.ExternalPoller = true
 	r := sundial.NewRunner(rdb, cfg)
 	hc := &http.Client{Timeout: 5 * time.Second}
+	// apply is a step's side effect at the sink.
+	apply := func(ctx context.Context, j *sundial.Record, name string) (string, error) {
+		return sundial.RunStep(ctx, name, func(ctx context.Context) (string, error) {
+			lease, _ := sundial.LeaseOf(ctx)
+			q := url.Values{"key": {sundial.IdempotencyKey(ctx, name)}, "job": {j.ID}, "token": {lease.Token}}
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, sink+"/apply?"+q.Encode(), nil)
+			if err != nil {
+				return "", err
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				return "", err
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				return "", fmt.Errorf("sink: %s", resp.Status)
+			}
+			return string(b), nil
+		}, sundial.StepRetries(2, 50*time.Millisecond))
+	}
 	r.HandleFunc("pipeline", func(ctx context.Context, j *sundial.Record) (any, error) {
 		out := make([]string, 0, steps)
 		for i := 1; i <= steps; i++ {
-			name := "s" + strconv.Itoa(i)
-			v, err := sundial.RunStep(ctx, name, func(ctx context.Context) (string, error) {
-				lease, _ := sundial.LeaseOf(ctx)
-				q := url.Values{"key": {sundial.IdempotencyKey(ctx, name)}, "job": {j.ID}, "token": {lease.Token}}
-				req, err := http.NewRequestWithContext(ctx, http.MethodPost, sink+"/apply?"+q.Encode(), nil)
-				if err != nil {
-					return "", err
-				}
-				resp, err := hc.Do(req)
-				if err != nil {
-					return "", err
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				if resp.StatusCode != http.StatusOK {
-					return "", fmt.Errorf("sink: %s", resp.Status)
-				}
-				return string(b), nil
-			}, sundial.StepRetries(2, 50*time.Millisecond))
+			v, err := apply(ctx, j, "s"+strconv.Itoa(i))
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, v)
 		}
 		return out, nil
+	})
+	r.HandleFunc("order", func(ctx context.Context, j *sundial.Record) (any, error) {
+		var o struct {
+			Order     string `json:"order"`
+			SleepMS   int    `json:"sleep_ms"`
+			TimeoutMS int    `json:"timeout_ms"`
+		}
+		if err := json.Unmarshal(j.Payload, &o); err != nil {
+			return nil, sundial.NoRetry(err)
+		}
+		charge, err := apply(ctx, j, "charge")
+		if err != nil {
+			return nil, err
+		}
+		carrier, err := sundial.WaitSignal[string](ctx, "shipped", time.Duration(o.TimeoutMS)*time.Millisecond, sundial.SignalKey("order-"+o.Order))
+		if errors.Is(err, sundial.ErrSignalTimeout) {
+			return nil, sundial.Cancel(errors.New("never shipped"))
+		} else if err != nil {
+			return nil, err
+		}
+		if err := sundial.Sleep(ctx, time.Duration(o.SleepMS)*time.Millisecond); err != nil {
+			return nil, err
+		}
+		email, err := apply(ctx, j, "email")
+		if err != nil {
+			return nil, err
+		}
+		return map[string]string{"charge": charge, "carrier": carrier, "email": email}, nil
+	})
+	r.HandleFunc("nap", func(ctx context.Context, j *sundial.Record) (any, error) {
+		var ms int
+		_ = json.Unmarshal(j.Payload, &ms)
+		if err := sundial.Sleep(ctx, time.Duration(ms)*time.Millisecond); err != nil {
+			return nil, err
+		}
+		return "rested", nil
 	})
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
