@@ -14,6 +14,7 @@ type jobGroup struct {
 	events           []*streamEvent
 
 	first      bool      // the group holds the job's submitted event
+	durable    bool      // the group holds a durable job's step, signal or parked event: its records are read too
 	firstAt    time.Time // time of the group's first event
 	createdAt  time.Time // submitted event's time
 	version    version   // last event's position
@@ -63,6 +64,8 @@ func (g *jobGroup) add(e *streamEvent) {
 		delete(g.cleared, fWorkerID)
 	}
 	switch e.Event.Event {
+	case job.EventStep, job.EventSignal, job.EventParked:
+		g.durable = true
 	case job.EventSubmitted:
 		g.first, g.createdAt = true, e.At
 	case job.EventStarted:

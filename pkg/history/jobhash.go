@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,6 +26,7 @@ type jobHash struct {
 	idempotencyKey string
 	group          string
 	traceparent    string
+	durable        string // job.Durable as JSON, for a durable job
 }
 
 // decodeJobHash reads the fields of job id's hash in queue (queue.JobKey)
@@ -45,7 +47,23 @@ func hashOf(j *job.Job) *jobHash {
 		maxAttempts: j.MaxAttempts, timeout: j.TimeoutSeconds, backoff: j.Backoff,
 		runAt: j.RunAt, createdAt: j.CreatedAt, dependsOn: j.DependsOn, idempotencyKey: j.IdempotencyKey,
 		group: j.Group, traceparent: j.Traceparent,
+		durable: durableJSON(j.Durable),
 	}
+}
+
+// durableJSON is what a durable job recorded as stored ("" for none): its
+// steps and signals, not what it awaits (said of a live job only).
+func durableJSON(d *job.Durable) string {
+	if d == nil {
+		return ""
+	}
+	c := *d
+	c.Awaiting = nil
+	b, err := json.Marshal(c)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // fields returns the document fields the hash provides (not created_at,
@@ -75,6 +93,9 @@ func (h *jobHash) fields() bson.D {
 	if h.traceparent != "" {
 		d = append(d, bson.E{Key: fTraceparent, Value: h.traceparent})
 	}
+	if h.durable != "" {
+		d = append(d, bson.E{Key: fDurable, Value: h.durable})
+	}
 	return d
 }
 
@@ -83,20 +104,31 @@ var hashFields = []string{"type", "state", "payload", "result", "priority", "max
 	"backoff_base", "backoff_max", "run_at", "created_at", "depends_on", "idempotency_key", "group", "traceparent"}
 
 // readJobHashes fills in the hash of each group with one pipelined round
-// trip. Groups whose hash is gone keep hash == nil.
+// trip: the fields the history keeps, or for a durable job (a group with
+// a step, signal or parked event) the whole hash, its records included.
+// Groups whose hash is gone keep hash == nil.
 func readJobHashes(ctx context.Context, rdb redis.UniversalClient, groups []*jobGroup) error {
 	if len(groups) == 0 {
 		return nil
 	}
 	pipe := rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(groups))
+	whole := make([]*redis.MapStringStringCmd, len(groups))
 	for i, g := range groups {
-		cmds[i] = pipe.HMGet(ctx, queue.JobKey(g.queue, g.id), hashFields...)
+		if g.durable {
+			whole[i] = pipe.HGetAll(ctx, queue.JobKey(g.queue, g.id))
+		} else {
+			cmds[i] = pipe.HMGet(ctx, queue.JobKey(g.queue, g.id), hashFields...)
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return err
 	}
 	for i, g := range groups {
+		if whole[i] != nil {
+			g.hash = decodeJobHash(g.queue, g.id, whole[i].Val())
+			continue
+		}
 		h := make(map[string]string, len(hashFields))
 		for j, v := range cmds[i].Val() {
 			if s, ok := v.(string); ok {

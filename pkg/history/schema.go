@@ -1,6 +1,7 @@
 package history
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -48,21 +49,24 @@ func eventDocID(queue string, v version) string { return queue + "/" + string(v)
 // inserted document grows with its number of fields. The queue is the
 // prefix of the _id.
 type eventDoc struct {
-	ID       string    `bson:"_id"`
-	JobID    string    `bson:"job_id"`
-	Event    string    `bson:"event"`
-	State    string    `bson:"state"`
-	Attempt  int       `bson:"attempt"`
-	WorkerID string    `bson:"worker_id,omitempty"`
-	Error    string    `bson:"error,omitempty"`
-	At       time.Time `bson:"at"`
+	ID       string `bson:"_id"`
+	JobID    string `bson:"job_id"`
+	Event    string `bson:"event"`
+	State    string `bson:"state"`
+	Attempt  int    `bson:"attempt"`
+	WorkerID string `bson:"worker_id,omitempty"`
+	Error    string `bson:"error,omitempty"`
+	// Message is a durable job's step ("<seq> <name> <status>") or
+	// signal (its name).
+	Message string    `bson:"message,omitempty"`
+	At      time.Time `bson:"at"`
 }
 
 func newEventDoc(e *streamEvent) eventDoc {
 	return eventDoc{
 		ID: eventDocID(e.Queue, e.version), JobID: e.JobID,
 		Event: string(e.Event.Event), State: string(e.State), Attempt: e.Attempt,
-		WorkerID: e.WorkerID, Error: e.Error, At: e.At,
+		WorkerID: e.WorkerID, Error: e.Error, Message: e.Message, At: e.At,
 	}
 }
 
@@ -75,7 +79,7 @@ func (d *eventDoc) event(jobType string) job.Event {
 	return job.Event{
 		ID: entryID(v), JobID: d.JobID, Queue: q, Type: jobType,
 		Event: job.EventType(d.Event), State: job.State(d.State), Attempt: d.Attempt,
-		WorkerID: d.WorkerID, Error: d.Error, At: d.At.UTC(),
+		WorkerID: d.WorkerID, Error: d.Error, Message: d.Message, At: d.At.UTC(),
 	}
 }
 
@@ -120,6 +124,7 @@ const (
 	fLastError      = "last_error"
 	fPayload        = "payload"
 	fResult         = "result"
+	fDurable        = "durable"
 	fPriority       = "priority"
 	fMaxAttempts    = "max_attempts"
 	fTimeout        = "timeout_seconds"
@@ -158,6 +163,8 @@ type jobDoc struct {
 	IdempotencyKey string      `bson:"idempotency_key"`
 	Group          string      `bson:"group"`
 	Traceparent    string      `bson:"traceparent"`
+	// Durable is what a durable job recorded (job.Durable, as JSON).
+	Durable string `bson:"durable"`
 }
 
 func (d *jobDoc) job() *job.Job {
@@ -187,6 +194,13 @@ func (d *jobDoc) job() *job.Job {
 	}
 	if d.Result != "" {
 		j.Result = []byte(d.Result)
+	}
+	if d.Durable != "" {
+		var dur job.Durable
+		if json.Unmarshal([]byte(d.Durable), &dur) == nil {
+			dur.Awaiting = nil // said of a live job only
+			j.Durable = &dur
+		}
 	}
 	return j
 }

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strconv"
@@ -43,8 +44,20 @@ func TestEveryEventInOrder(t *testing.T) {
 		}
 	}
 	later := e.submit(q, "t.later", 2, func(s *job.Spec) { s.DelaySeconds = ptr(3600.0) })
+	// A durable job: a step and a signal, kept in the history's events
+	// (their messages) and in its document (its records).
+	durable := e.submit(q, "t.durable", 1, zero)
+	ls := e.claim(q, 1)
+	now := time.Now()
+	if _, _, err := e.q.RecordStep(e.ctx, q, ls[0], queue.StepWrite{Seq: 1, Record: job.StepRecord(job.StepOK, "charge", now, now, `{"id":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.q.SendSignal(e.ctx, queue.Signal{Queue: q, ID: durable[0].ID, Name: "shipped", Value: json.RawMessage(`"ups"`)}); err != nil {
+		t.Fatal(err)
+	}
+	e.complete(q, ls, queue.OutcomeSucceeded, "")
 
-	all := append(append(append(append(ok, flaky...), dead...), cancelled...), later...)
+	all := append(append(append(append(append(ok, flaky...), dead...), cancelled...), later...), durable...)
 	stream := e.entries(q)
 	byJob := map[string][]job.Event{}
 	for _, se := range stream {
