@@ -788,9 +788,13 @@ func (w *Worker) record(o queue.Outcome, s queue.Status) {
 	case queue.StatusCancelled:
 		w.log.Info("job cancelled by its handler", "job_id", o.ID, "reason", o.Error)
 	case queue.StatusQueued, queue.StatusScheduled:
-		if o.Kind == queue.OutcomeSnoozed {
+		switch o.Kind {
+		case queue.OutcomeSnoozed:
 			w.log.Debug("job snoozed", "job_id", o.ID, "for", o.Delay)
-			break
+			return
+		case queue.OutcomeParked:
+			w.log.Debug("durable job parked", "job_id", o.ID, "waits_for", o.Error, "at_most", o.Delay)
+			return
 		}
 		fallthrough
 	default:
