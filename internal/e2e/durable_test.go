@@ -3,96 +3,22 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sundialhq/sundial/internal/proctest"
+	"github.com/sundialhq/sundial/internal/runsink"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 )
 
-// stepSink is the system outside Redis that durable steps write to: it
-// refuses a request whose fencing token is older than one it saw for the
-// job (a stale attempt), and applies each step's side effect once per
-// idempotency key, answering a key applied before with its value (the
-// retry of a step whose attempt crashed after the side effect, before its
-// record). It counts how often each key was applied: never more than once.
-type stepSink struct {
-	URL string
-
-	mu      sync.Mutex
-	newest  map[string]int64 // job → the highest fence seen
-	applied map[string]int   // idempotency key → times applied
-	again   int              // requests for a key applied before
-	stale   int              // requests refused for an older token
-}
-
-func startStepSink(t *testing.T) *stepSink {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &stepSink{URL: "http://" + ln.Addr().String(), newest: map[string]int64{}, applied: map[string]int{}}
-	srv := &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return s
-}
-
-func (s *stepSink) serve(w http.ResponseWriter, r *http.Request) {
-	key, jobID, token := r.URL.Query().Get("key"), r.URL.Query().Get("job"), r.URL.Query().Get("token")
-	f, _, _ := strings.Cut(token, "-")
-	fence, err := strconv.ParseInt(f, 10, 64)
-	if key == "" || err != nil {
-		http.Error(w, "bad request", http.StatusBadRequest)
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if fence < s.newest[jobID] {
-		s.stale++
-		http.Error(w, "stale token", http.StatusConflict)
-		return
-	}
-	s.newest[jobID] = fence
-	if s.applied[key] > 0 {
-		s.again++
-	} else {
-		s.applied[key]++
-	}
-	_, _ = w.Write([]byte("v:" + key))
-}
-
-func (s *stepSink) appliedCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.applied)
-}
-
-// buildDurableWorker builds internal/e2e/durableworker, a worker program
-// written as a user writes one, with durable steps.
-// With race, it is built with the race detector.
-func buildDurableWorker(t *testing.T, race bool) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "durableworker")
-	args := []string{"build", "-o", bin}
-	if race {
-		args = append(args, "-race")
-	}
-	out, err := exec.Command("go", append(args, "github.com/sundialhq/sundial/internal/e2e/durableworker")...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+// durableWorker is internal/e2e/durableworker, a worker program written
+// as a user writes one, with durable steps.
+func durableWorker(t *testing.T) string {
+	return proctest.Program(t, "github.com/sundialhq/sundial/internal/e2e/durableworker")
 }
 
 // TestDurableStepsUnderCrashes is the proof of docs/durable.md: 1,000 jobs
@@ -104,8 +30,8 @@ func buildDurableWorker(t *testing.T, race bool) string {
 func TestDurableStepsUnderCrashes(t *testing.T) {
 	const jobs, steps = 1000, 5
 	srv := queuetest.StartWith(t, "--appendfsync", "always")
-	sink := startStepSink(t)
-	bin := buildDurableWorker(t, true)
+	sink := runsink.Start(t)
+	bin := durableWorker(t)
 	env := serviceEnv(srv, "SINK_URL="+sink.URL, "STEPS="+strconv.Itoa(steps), "SUNDIAL_CONCURRENCY=16")
 	startProc(t, binary(t, "poller"), serviceEnv(srv)...)
 	workers := []*proctest.Proc{
@@ -120,7 +46,7 @@ func TestDurableStepsUnderCrashes(t *testing.T) {
 	submitted := submit(t, q, specs)
 	total := jobs * steps
 	atApplied := func(n int, what string) {
-		queuetest.Eventually(t, 120*time.Second, what, func() bool { return sink.appliedCount() >= n })
+		queuetest.Eventually(t, 120*time.Second, what, func() bool { return sink.AppliedWithPrefix("") >= n })
 	}
 	atApplied(total/5, "a fifth of the steps applied")
 	workers[0].Kill()
@@ -154,18 +80,17 @@ func TestDurableStepsUnderCrashes(t *testing.T) {
 			t.Fatalf("job %s: recorded steps %+v", j.ID, got.Durable)
 		}
 	}
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
-	if len(sink.applied) != total {
-		t.Fatalf("%d side effects applied; want %d", len(sink.applied), total)
+	applied, again, stale := sink.Applied()
+	if len(applied) != total {
+		t.Fatalf("%d side effects applied; want %d", len(applied), total)
 	}
-	for k, n := range sink.applied {
+	for k, n := range applied {
 		if n != 1 {
 			t.Fatalf("the side effect of %s applied %d times", k, n)
 		}
 	}
 	t.Logf("%d jobs × %d steps: each side effect applied once; %d step runs answered as applied before (their attempt died after the side effect, before the record), %d stale writes refused",
-		jobs, steps, sink.again, sink.stale)
+		jobs, steps, again, stale)
 }
 
 // TestDurableOrderFromOutside runs docs/durable.md's example (order →
@@ -176,8 +101,8 @@ func TestDurableStepsUnderCrashes(t *testing.T) {
 // (-9) and restarted. Each side effect is applied once at the sink.
 func TestDurableOrderFromOutside(t *testing.T) {
 	srv := queuetest.StartWith(t, "--appendfsync", "always")
-	sink := startStepSink(t)
-	bin := buildDurableWorker(t, true)
+	sink := runsink.Start(t)
+	bin := durableWorker(t)
 	addr := proctest.FreeAddr(t)
 	startProc(t, binary(t, "api"), serviceEnv(srv, "SUNDIAL_HTTP_ADDR="+addr, "SUNDIAL_HISTORY=off")...)
 	startProc(t, binary(t, "poller"), serviceEnv(srv, "SUNDIAL_HISTORY=off")...)
@@ -257,15 +182,14 @@ func TestDurableOrderFromOutside(t *testing.T) {
 	}
 	// After: a signal to an order that ended is refused.
 	call("POST", "/v1/jobs/"+never+"/signals/shipped", map[string]any{"value": "late"}, http.StatusConflict)
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
-	for k, n := range sink.applied {
+	applied, _, _ := sink.Applied()
+	for k, n := range applied {
 		if n != 1 {
 			t.Fatalf("%s applied %d times", k, n)
 		}
 	}
-	if len(sink.applied) != 5 { // two charges and two emails of the shipped orders, one charge of the other
-		t.Fatalf("%d side effects applied: %v", len(sink.applied), sink.applied)
+	if len(applied) != 5 { // two charges and two emails of the shipped orders, one charge of the other
+		t.Fatalf("%d side effects applied: %v", len(applied), applied)
 	}
 }
 
@@ -274,7 +198,7 @@ func TestDurableOrderFromOutside(t *testing.T) {
 func TestTenThousandSleepingJobs(t *testing.T) {
 	const n = 10_000
 	srv := queuetest.StartWith(t, "--appendonly", "no")
-	bin := buildDurableWorker(t, false) // measured: the parking rate of one worker slot
+	bin := durableWorker(t)
 	startProc(t, binary(t, "poller"), serviceEnv(srv, "SUNDIAL_HISTORY=off")...)
 	startProc(t, bin, serviceEnv(srv, "SINK_URL=http://127.0.0.1:9", "SUNDIAL_CONCURRENCY=1", "SUNDIAL_WORKER_ID=napper")...)
 	q := queue.New(srv.Client(), queue.Options{})

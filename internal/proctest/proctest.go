@@ -44,10 +44,44 @@ func Binary(t testing.TB, name string) string {
 	return filepath.Join(binDir, name)
 }
 
+// programs caches Program's builds: import path → binary.
+var (
+	programsMu sync.Mutex
+	programs   = map[string]string{}
+)
+
+// Program builds the main package at importPath (a test's own program,
+// such as a worker written with the Go library) once per test binary and
+// returns the binary's path. Cleanup removes it with the services.
+func Program(t testing.TB, importPath string) string {
+	t.Helper()
+	programsMu.Lock()
+	defer programsMu.Unlock()
+	if bin, ok := programs[importPath]; ok {
+		return bin
+	}
+	dir, err := os.MkdirTemp("", "sundial-proctest-prog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, filepath.Base(importPath))
+	if out, err := exec.Command("go", "build", "-o", bin, importPath).CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		t.Fatalf("go build %s: %v\n%s", importPath, err, out)
+	}
+	programs[importPath] = bin
+	return bin
+}
+
 // Cleanup removes the built binaries; call it from TestMain after m.Run.
 func Cleanup() {
 	if binDir != "" {
 		os.RemoveAll(binDir)
+	}
+	programsMu.Lock()
+	defer programsMu.Unlock()
+	for _, bin := range programs {
+		os.RemoveAll(filepath.Dir(bin))
 	}
 }
 

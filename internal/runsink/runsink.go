@@ -34,6 +34,9 @@ type Sink struct {
 	runs    map[string][]run // job → its committed runs
 	fenced  int              // requests refused or aborted for a newer token
 	aborted map[string]chan struct{}
+	// applied and reapplied are /apply's (apply.go).
+	applied   map[string]int
+	reapplied int
 }
 
 type run struct {
@@ -48,8 +51,11 @@ func Start(t testing.TB) *Sink {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Sink{URL: "http://" + ln.Addr().String(), newest: map[string]int64{}, runs: map[string][]run{}, aborted: map[string]chan struct{}{}}
-	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 5 * time.Second}
+	s := &Sink{URL: "http://" + ln.Addr().String(), newest: map[string]int64{}, runs: map[string][]run{}, aborted: map[string]chan struct{}{}, applied: map[string]int{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/apply", s.serveApply)
+	mux.HandleFunc("/", s.serve)
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
 	t.Cleanup(func() { _ = s.srv.Close() })
 	return s

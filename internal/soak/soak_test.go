@@ -10,6 +10,10 @@
 // sends it again), Redis itself stopped with SIGSTOP (it accepts bytes and
 // answers nothing), an operator cancelling and retrying jobs while they
 // run (one by one and in bulk), and workers with different lease TTLs.
+// A third worker, written with the Go library (internal/e2e/durableworker),
+// runs durable jobs: a step, a wait for a signal the soak sends by key
+// (before or during the wait), a sleep, a step; their side effects go to
+// the sink, which applies each step's idempotency key once.
 // At the end every
 // acknowledged job is accounted for, in Redis and in the history, and no
 // two runs of one job overlapped in time at the sink (internal/runsink),
@@ -122,6 +126,14 @@ var kinds = []kind{
 			"payload": map[string]any{"method": "POST", "url": fmt.Sprintf("%s/run?ms=%d", sinkURL, 300+r.IntN(600))},
 			"backoff": map[string]any{"base_seconds": 0.05, "max_seconds": 0.5}}}
 	}},
+	{"durable", job.Succeeded, func(r *rand.Rand) []map[string]any {
+		// docs/durable.md's order (durableworker): charge → wait for
+		// "shipped" (sent by the soak to the key, stack.ship) → sleep →
+		// email, each step's side effect at the sink.
+		return []map[string]any{{"type": "order", "max_attempts": 25,
+			"payload": map[string]any{"order": strconv.FormatUint(r.Uint64(), 36), "sleep_ms": 100 + r.IntN(900), "timeout_ms": 600_000},
+			"backoff": map[string]any{"base_seconds": 0.05, "max_seconds": 0.5}}}
+	}},
 	{"chain", job.Succeeded, func(r *rand.Rand) []map[string]any {
 		return []map[string]any{
 			{"type": "sundial.echo", "max_attempts": 25},
@@ -178,6 +190,8 @@ type stack struct {
 	db            string // the history's MongoDB database
 	// proxies stand between each process and Redis, for partitions.
 	proxies map[*proctest.Proc]*netfault.Proxy
+	// shipping counts the signals sent later to durable jobs (ship).
+	shipping sync.WaitGroup
 }
 
 func startStack(t *testing.T) *stack {
@@ -209,7 +223,11 @@ func startStack(t *testing.T) *stack {
 		px := netfault.Start(t, s.redis.Addr())
 		env := append(slices.Clone(common), extra...)
 		env = append(env, "SUNDIAL_REDIS_URL=redis://"+px.Addr()+"/0")
-		p := proctest.Start(t, proctest.Binary(t, bin), env...)
+		path := bin
+		if !strings.Contains(bin, "/") {
+			path = proctest.Binary(t, bin)
+		}
+		p := proctest.Start(t, path, env...)
 		s.proxies[p] = px
 		return p
 	}
@@ -222,6 +240,9 @@ func startStack(t *testing.T) *stack {
 		// quarantine and renewals must follow the longest.
 		s.workers = append(s.workers, start("worker", fmt.Sprintf("SUNDIAL_WORKER_ID=soak-worker-%d", i), fmt.Sprintf("SUNDIAL_LEASE_TTL=%ds", i+1)))
 	}
+	// The durable jobs' worker: a program written with the Go library.
+	s.workers = append(s.workers, start(proctest.Program(t, "github.com/sundialhq/sundial/internal/e2e/durableworker"),
+		"SUNDIAL_WORKER_ID=soak-durable", "SINK_URL="+sinkURL))
 	for _, u := range s.URLs {
 		queuetest.Eventually(t, 30*time.Second, "the API at "+u, func() bool { return proctest.Ready(s.HTTP, u) })
 	}
@@ -323,6 +344,21 @@ func (s *stack) submit(t *testing.T, r *rand.Rand, k kind, seq string, l *ledger
 	if k.name == "operator" {
 		return ids, s.operate(r, ids[0])
 	}
+	if k.name == "durable" {
+		order := specs[0]["payload"].(map[string]any)["order"].(string)
+		if r.IntN(2) == 0 {
+			return ids, s.ship(order, seq) // most likely before the job's wait began
+		}
+		delay := time.Duration(r.IntN(1500)) * time.Millisecond
+		s.shipping.Add(1)
+		go func() { // during the wait
+			defer s.shipping.Done()
+			time.Sleep(delay)
+			if err := s.ship(order, seq); err != nil {
+				t.Errorf("durable job %s: %v", ids[0], err)
+			}
+		}()
+	}
 	if k.final == job.Cancelled {
 		code, b, err := s.Call("POST", "/v1/jobs/"+ids[0]+"/cancel", map[string]any{}, 60*time.Second)
 		if err == nil && code == http.StatusConflict {
@@ -339,6 +375,17 @@ func (s *stack) submit(t *testing.T, r *rand.Rand, k kind, seq string, l *ledger
 		}
 	}
 	return ids, nil
+}
+
+// ship sends the signal "shipped" to the durable job of order, by its key,
+// with an idempotency key: a retry after a lost answer is a duplicate.
+func (s *stack) ship(order, seq string) error {
+	code, b, err := s.Call("POST", "/v1/signals", map[string]any{"queue": soakQueue, "key": "order-" + order, "name": "shipped",
+		"value": "ups", "idempotency_key": "ship-" + seq}, 60*time.Second)
+	if err != nil || (code != http.StatusOK && code != http.StatusAccepted) {
+		return fmt.Errorf("signal order %s: %d %s %v", order, code, b, err)
+	}
+	return nil
 }
 
 // operated counts operate's cancel-then-retry actions.
@@ -469,7 +516,7 @@ var faults = []fault{
 		var scripts []string
 		switch r.IntN(3) {
 		case 0:
-			p, scripts = s.workers[r.IntN(len(s.workers))], []string{"claim", "cycle", "complete", "extend"}
+			p, scripts = s.workers[r.IntN(len(s.workers))], []string{"claim", "cycle", "complete", "extend", "step"}
 		case 1:
 			p, scripts = s.pollers[r.IntN(len(s.pollers))], []string{"promote", "reclaim", "settle", "batchsettle", "submit"}
 		default:
@@ -639,6 +686,7 @@ func TestSoak(t *testing.T) {
 	}
 	close(stop)
 	load.Wait()
+	s.shipping.Wait()
 	submitErrs.Range(func(k, v any) bool {
 		t.Errorf("submit %v was never acknowledged: %v", k, v)
 		return true
@@ -655,10 +703,11 @@ func TestSoak(t *testing.T) {
 		rep.repliesDropped += px.Dropped.Load()
 	}
 	rep.operated = operated.Load()
+	rep.checkDurable(t, s, l, sk)
 	rep.print(t, cfg)
-	if rep.lost > 0 || rep.wrong > 0 || rep.badHistory > 0 || rep.unrecordedDup > 0 || rep.ranAfterSuccess > 0 || rep.overlapping > 0 {
-		t.Fatalf("the soak found %d lost, %d in a wrong final state, %d with a broken history, %d unrecorded duplicate runs, %d runs after success, %d overlapping runs",
-			rep.lost, rep.wrong, rep.badHistory, rep.unrecordedDup, rep.ranAfterSuccess, rep.overlapping)
+	if rep.lost > 0 || rep.wrong > 0 || rep.badHistory > 0 || rep.unrecordedDup > 0 || rep.ranAfterSuccess > 0 || rep.overlapping > 0 || rep.badDurable > 0 {
+		t.Fatalf("the soak found %d lost, %d in a wrong final state, %d with a broken history, %d unrecorded duplicate runs, %d runs after success, %d overlapping runs, %d wrong durable jobs",
+			rep.lost, rep.wrong, rep.badHistory, rep.unrecordedDup, rep.ranAfterSuccess, rep.overlapping, rep.badDurable)
 	}
 	if rep.jobs["fenced"] > 0 && rep.sinkRuns == 0 {
 		t.Errorf("the sink recorded no run of %d fenced jobs", rep.jobs["fenced"])
@@ -683,6 +732,45 @@ type report struct {
 	operated        int64 // cancel-then-retry actions on running jobs
 	sinkRuns        int   // runs the sink committed
 	fencedOff       int   // stale attempts the sink refused by their fencing token
+	stepsApplied    int   // durable steps' side effects applied at the sink
+	stepsAgain      int   // step runs the sink answered as applied before
+	badDurable      int   // durable jobs whose result or records are wrong
+}
+
+// checkDurable checks every durable job that succeeded: its result holds
+// the values its steps got and the signal, its four steps are recorded,
+// and each step's side effect was applied once at the sink.
+func (rep *report) checkDurable(t *testing.T, s *stack, l *ledger, sk *runsink.Sink) {
+	ctx := context.Background()
+	q := queue.New(s.redis.Client(), queue.Options{})
+	applied, again, _ := sk.Applied()
+	rep.stepsApplied, rep.stepsAgain = len(applied), again
+	l.mu.Lock()
+	jobs := slices.Clone(l.jobs)
+	l.mu.Unlock()
+	for _, tj := range jobs {
+		if tj.kind != "durable" {
+			continue
+		}
+		j, err := q.Get(ctx, tj.id)
+		if err != nil || j.State != job.Succeeded {
+			continue // counted by account
+		}
+		var res map[string]string
+		_ = json.Unmarshal(j.Result, &res)
+		prefix := soakQueue + "/" + j.ID + "/"
+		switch {
+		case res["carrier"] != "ups" || res["charge"] != "v:"+prefix+"charge" || res["email"] != "v:"+prefix+"email":
+			t.Errorf("durable job %s: result %s", j.ID, j.Result)
+		case j.Durable == nil || len(j.Durable.Steps) != 4:
+			t.Errorf("durable job %s: records %+v", j.ID, j.Durable)
+		case applied[prefix+"charge"] != 1 || applied[prefix+"email"] != 1:
+			t.Errorf("durable job %s: charge applied %d times, email %d", j.ID, applied[prefix+"charge"], applied[prefix+"email"])
+		default:
+			continue
+		}
+		rep.badDurable++
+	}
 }
 
 // account waits for every job to reach a final state and for the history
@@ -888,6 +976,19 @@ func (rep *report) checkEvents(j *job.Job, evs []job.Event) string {
 			if from == job.Active {
 				ended = true // an operator stopped the run
 			}
+		case job.EventStep:
+			if from != job.Active {
+				return fmt.Sprintf("step from %s", from)
+			}
+		case job.EventParked:
+			if from != job.Active {
+				return fmt.Sprintf("parked from %s", from)
+			}
+			ended = true
+		case job.EventSignal:
+			if from.Final() {
+				return fmt.Sprintf("signal to a job that ended %s", from)
+			}
 		case job.EventRetried:
 			if from != job.Cancelled && from != job.Dead {
 				return fmt.Sprintf("retried from %s", from)
@@ -946,6 +1047,7 @@ func (rep *report) print(t *testing.T, cfg settings) {
 	fmt.Fprintf(&b, "| most jobs held back by limits at once | %d |\n", rep.mostHeld)
 	fmt.Fprintf(&b, "| script replies dropped after Redis ran the call | %d |\n| running jobs cancelled then retried by an operator | %d |\n", rep.repliesDropped, rep.operated)
 	fmt.Fprintf(&b, "| runs committed at the sink | %d |\n| stale attempts the sink refused by token | %d |\n| **overlapping runs** | %d |\n", rep.sinkRuns, rep.fencedOff, rep.overlapping)
+	fmt.Fprintf(&b, "| durable steps' side effects applied (each once) | %d |\n| step runs answered as applied before | %d |\n| **wrong durable jobs** | %d |\n", rep.stepsApplied, rep.stepsAgain, rep.badDurable)
 	t.Log(b.String())
 	if p := os.Getenv("SUNDIAL_SOAK_REPORT"); p != "" {
 		_ = os.WriteFile(p, []byte(b.String()), 0o644)
