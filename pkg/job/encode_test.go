@@ -39,6 +39,7 @@ type refJob struct {
 	Progress            *refProgress    `json:"progress,omitempty"`
 	ThrottledBy         string          `json:"throttled_by,omitempty"`
 	HeldBack            *HeldBack       `json:"held_back,omitempty"`
+	Durable             *Durable        `json:"durable,omitempty"`
 }
 
 type refProgress Progress
@@ -56,7 +57,7 @@ func (p refProgress) MarshalJSON() ([]byte, error) {
 func referenceJSON(j Job) ([]byte, error) {
 	r := refJob{j.ID, j.Queue, j.Type, j.Payload, j.Priority, j.State, j.Attempt, j.MaxAttempts, j.TimeoutSeconds,
 		j.Backoff, j.RunAt, j.DependsOn, j.OnDependencyFailure, j.IdempotencyKey, j.Group, j.Traceparent, j.Batch, j.CreatedAt, j.StartedAt,
-		j.FinishedAt, j.WorkerID, j.Result, j.LastError, (*refProgress)(j.Progress), j.ThrottledBy, j.HeldBack}
+		j.FinishedAt, j.WorkerID, j.Result, j.LastError, (*refProgress)(j.Progress), j.ThrottledBy, j.HeldBack, j.Durable}
 	type plain refJob
 	return json.Marshal(struct {
 		plain
@@ -109,6 +110,12 @@ func randomJob(r *rand.Rand) Job {
 	}
 	if r.IntN(2) == 0 {
 		j.HeldBack = &HeldBack{Reason: pick(tricky), Message: pick(tricky)}
+	}
+	if r.IntN(4) == 0 {
+		end := Time(t)
+		j.Durable = &Durable{SignalKey: pick(tricky),
+			Steps:   []Step{{Seq: 1, Name: pick(tricky), Status: StepOK, StartedAt: Time(t), EndedAt: &end, Result: json.RawMessage(pick(payloads))}},
+			Signals: []Signal{{Name: pick(tricky), At: Time(t), Value: json.RawMessage(pick(payloads))}}}
 	}
 	if r.IntN(3) > 0 {
 		j.Payload = json.RawMessage(pick(payloads))

@@ -8,7 +8,9 @@
 //   - "order" is docs/durable.md's example: a charge step, a wait for the
 //     signal "shipped" (by the key "order-<order>", until timeout_ms), a
 //     sleep of sleep_ms, an email step; never shipped ends it cancelled;
-//   - "nap" sleeps ms and returns "rested".
+//   - "nap" sleeps ms and returns "rested";
+//   - "fanout" runs n "child" jobs over queues (RunChildren) and returns
+//     "<queue>:<state>:<result>" of each; a child returns its payload × 10.
 //
 // It reads the SUNDIAL_* variables as the services do (ConfigFromEnv).
 package main
@@ -103,6 +105,33 @@ func main() {
 			return nil, err
 		}
 		return map[string]string{"charge": charge, "carrier": carrier, "email": email}, nil
+	})
+	r.HandleFunc("fanout", func(ctx context.Context, j *sundial.Record) (any, error) {
+		var f struct {
+			Queues []string `json:"queues"`
+			N      int      `json:"n"`
+		}
+		if err := json.Unmarshal(j.Payload, &f); err != nil || len(f.Queues) == 0 {
+			return nil, sundial.NoRetry(fmt.Errorf("payload: want queues and n: %v", err))
+		}
+		kids := make([]sundial.Job, f.N)
+		for i := range kids {
+			kids[i] = sundial.Job{Type: "child", Queue: f.Queues[i%len(f.Queues)], Payload: i}
+		}
+		res, err := sundial.RunChildren(ctx, "kids", kids)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]string, len(res))
+		for i, c := range res {
+			out[i] = c.Queue + ":" + string(c.State) + ":" + string(c.Result)
+		}
+		return out, nil
+	})
+	r.HandleFunc("child", func(ctx context.Context, j *sundial.Record) (any, error) {
+		var n int
+		_ = json.Unmarshal(j.Payload, &n)
+		return n * 10, nil
 	})
 	r.HandleFunc("nap", func(ctx context.Context, j *sundial.Record) (any, error) {
 		var ms int
