@@ -3,7 +3,7 @@
 
 import type {
   Batch, BulkRequest, BulkResult, HistoryBacklog, Job, JobEvent, JobGraph, JobPage, Limit, LimitStatus, LiveJobFilter, QueueStats, Readiness, Schedule,
-  OutboxRelay, Storage, Throughput, Worker,
+  OutboxRelay, SignalResult, Storage, Throughput, Worker,
 } from "./types";
 
 const keyStorage = "sundial.apiKey";
@@ -130,6 +130,9 @@ export const api = {
   submitJob: (spec: Record<string, unknown>) => request<Job>("POST", "/v1/jobs", spec),
   cancelJob: (id: string) => request<Job>("POST", `/v1/jobs/${enc(id)}/cancel`),
   retryJob: (id: string) => request<Job>("POST", `/v1/jobs/${enc(id)}/retry`),
+  /** signalJob sends a durable job a signal; value and idempotency_key are left out when undefined. */
+  signalJob: (id: string, signal: string, body: { value?: unknown; idempotency_key?: string }) =>
+    request<SignalResult>("POST", `/v1/jobs/${enc(id)}/signals/${enc(signal)}`, body),
 
   getBatch: (id: string) => request<Batch>("GET", `/v1/batches/${enc(id)}`),
   batchJobs: (id: string, cursor?: string, limit = 100) =>

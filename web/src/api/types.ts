@@ -36,7 +36,55 @@ export interface Job {
   /** The limit a queued job waits for (docs/flow-control.md). */
   throttled_by?: string;
   /** Why a job that has not ended does not run now (absent: nothing holds it). */
-  held_back?: { reason: "dependencies" | "scheduled" | "limit" | "no_handler" | "paused" | "worker_gone"; message: string };
+  held_back?: { reason: HeldReason; message: string };
+  /** What a durable job recorded (docs/durable.md): absent for a job that recorded nothing. */
+  durable?: Durable;
+}
+
+export type HeldReason = "dependencies" | "scheduled" | "limit" | "no_handler" | "paused" | "worker_gone" | "sleeping" | "awaiting_signal";
+
+/** A recorded step's status: ran (ok), failed for good (err), a wait begun (wait), a wait past its deadline (timeout). */
+export type StepStatus = "ok" | "err" | "wait" | "timeout";
+
+/** One recorded step of a durable job; waits are steps named "sleep" and "signal:<name>". */
+export interface DurableStep {
+  seq: number;
+  name: string;
+  status: StepStatus;
+  started_at: string;
+  ended_at?: string;
+  result?: unknown;
+  error?: string;
+  /** A wait's end without its signal (a sleep: its end). */
+  deadline?: string;
+}
+
+/** A signal sent to a durable job: a named JSON value. */
+export interface DurableSignal {
+  name: string;
+  at: string;
+  value?: unknown;
+}
+
+/** What a parked durable job waits for: a sleep's end, or a signal until a deadline. */
+export interface Awaiting {
+  kind: "sleep" | "signal";
+  signal?: string;
+  until: string;
+}
+
+export interface Durable {
+  steps?: DurableStep[];
+  signals?: DurableSignal[];
+  /** The key callers may send its signals to (POST /v1/signals with the queue and the key). */
+  signal_key?: string;
+  awaiting?: Awaiting;
+}
+
+/** POST /v1/jobs/{id}/signals/{signal}: delivered, or duplicate (sent before with the same idempotency key). */
+export interface SignalResult {
+  status: "delivered" | "duplicate";
+  job_id?: string;
 }
 
 export interface JobPage {
@@ -92,6 +140,8 @@ export interface JobEvent {
   attempt: number;
   worker_id: string;
   error: string;
+  /** step: "<seq> <name> <status>"; parked: what it waits for; signal: the signal's name; progress: its message. */
+  message?: string;
 }
 
 export interface QueueStats {
@@ -221,6 +271,8 @@ export interface StreamEvent {
   attempt: number;
   error: string;
   worker_id: string;
+  /** step, parked, signal and progress events: see JobEvent.message. */
+  message?: string;
 }
 
 export interface StatsMessage {

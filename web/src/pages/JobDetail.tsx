@@ -1,5 +1,7 @@
 // Job detail: every field, payload, result and error, its dependency graph
-// both ways, and the event timeline, following the stream live.
+// both ways, and the event timeline, following the stream live; for a
+// durable job, what it waits for, its recorded steps, its signals and a
+// form to send it one.
 
 import { useEffect, useMemo, useState } from "react";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
@@ -9,20 +11,57 @@ import { finalStates, type JobEvent, type StreamEvent } from "../api/types";
 import { useLive } from "../live/store";
 import { Confirm, ErrorBanner, JsonBlock, Pre, StateBadge } from "../components/ui";
 import { DependencyGraph } from "../components/DependencyGraph";
+import { DurableWait, SignalForm, SignalTable, StepTimeline } from "../components/Durable";
 import { ago, when } from "../lib/format";
 
-/** mergeTimeline joins the recorded history with events the stream showed, oldest first, without repeats. */
+/**
+ * mergeTimeline joins the recorded history with events the stream showed,
+ * oldest first, without repeats. A live event matches one recorded event of
+ * the same type, time and attempt (two steps recorded in one millisecond are
+ * two events); the history keeps no message, so a matched recorded event
+ * takes the live one's.
+ */
 export function mergeTimeline(recorded: JobEvent[], live: StreamEvent[]): JobEvent[] {
   const key = (type: string, at: string, attempt: number) => `${type}|${Date.parse(at)}|${attempt}`;
-  const seen = new Set(recorded.map((e) => key(e.type, e.at, e.attempt)));
-  const out = recorded.slice();
+  const out = recorded.map((e) => ({ ...e }));
+  const unmatched = new Map<string, number[]>();
+  out.forEach((e, i) => {
+    const k = key(e.type, e.at, e.attempt);
+    unmatched.set(k, [...(unmatched.get(k) ?? []), i]);
+  });
   for (const e of live) {
-    const k = key(e.event, e.at, e.attempt);
-    if (seen.has(k)) continue;
-    seen.add(k);
-    out.push({ type: e.event, at: e.at, state: e.state, attempt: e.attempt, worker_id: e.worker_id, error: e.error });
+    const same = unmatched.get(key(e.event, e.at, e.attempt));
+    const i = same?.shift();
+    if (i !== undefined) {
+      if (!out[i].message && e.message) out[i].message = e.message;
+      continue;
+    }
+    out.push({ type: e.event, at: e.at, state: e.state, attempt: e.attempt, worker_id: e.worker_id, error: e.error, ...(e.message ? { message: e.message } : {}) });
   }
   return out.sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
+}
+
+/**
+ * eventDetail says what a step, parked or signal event means: a step's
+ * message "1 charge ok" reads "step 1 charge: ok"; a parked event names
+ * what the job waits for in its error field ("sleep", "signal:shipped").
+ */
+export function eventDetail(e: Pick<JobEvent, "type" | "message" | "error">): string {
+  const m = e.message ?? "";
+  if (e.type === "parked") {
+    const what = m || e.error;
+    if (!what) return "";
+    if (what === "sleep") return "sleeps";
+    if (what.startsWith("signal:sundial.children:")) return "waits for its children";
+    return what.startsWith("signal:") ? `waits for signal ${what.slice("signal:".length)}` : `waits for ${what}`;
+  }
+  if (!m) return "";
+  if (e.type === "step") {
+    const parts = m.split(" ");
+    if (parts.length >= 3) return `step ${parts[0]} ${parts.slice(1, -1).join(" ")}: ${parts[parts.length - 1]}`;
+  }
+  if (e.type === "signal") return `signal ${m}`;
+  return m;
 }
 
 export function JobDetail({ id }: { id: string }) {
@@ -30,11 +69,15 @@ export function JobDetail({ id }: { id: string }) {
   const job = useQuery({ queryKey: ["job", id], queryFn: () => api.getJob(id), retry: false });
   const events = useQuery({ queryKey: ["events", id], queryFn: () => api.jobEvents(id), retry: false });
   const liveEvent = useLive((s) => s.data.jobs.get(id));
+  const recent = useLive((s) => s.data.recent);
   const [seen, setSeen] = useState<StreamEvent[]>([]);
   const [confirm, setConfirm] = useState<"cancel" | "retry" | null>(null);
 
-  // A new stream event for this job: keep it for the timeline and reread the job.
-  if (liveEvent && !seen.some((e) => e.id === liveEvent.id)) setSeen([...seen, liveEvent]);
+  // New stream events for this job (several may come in one batch: a step,
+  // then parked): keep them for the timeline and reread the job.
+  const fresh = [...recent.filter((e) => e.job_id === id).reverse(), ...(liveEvent ? [liveEvent] : [])]
+    .filter((e, i, all) => !seen.some((x) => x.id === e.id) && all.findIndex((x) => x.id === e.id) === i);
+  if (fresh.length > 0) setSeen([...seen, ...fresh]);
   useEffect(() => {
     if (!liveEvent) return;
     qc.invalidateQueries({ queryKey: ["job", id] });
@@ -79,6 +122,7 @@ export function JobDetail({ id }: { id: string }) {
         <button type="button" disabled={!(state === "dead" || state === "cancelled")} onClick={() => setConfirm("retry")}>Retry</button>
       </div>
       <ErrorBanner error={action.error} />
+      {j.durable?.awaiting && !final ? <DurableWait awaiting={j.durable.awaiting} signalKey={j.durable.signal_key} queue={j.queue} /> : null}
       <div className="detail">
         <section aria-labelledby="fields">
           <h2 id="fields">Fields</h2>
@@ -144,13 +188,31 @@ export function JobDetail({ id }: { id: string }) {
               <li key={i} className={`ev ev-${e.type}`}>
                 <span className="ev-type">{e.type}</span>
                 <time dateTime={e.at} title={e.at}>{when(e.at)}</time>
+                {eventDetail(e) ? <span className="ev-detail">{eventDetail(e)}</span> : null}
                 <span className="muted">attempt {e.attempt}{e.worker_id ? ` · ${e.worker_id}` : ""}</span>
-                {e.error ? <span className="error-text">{e.error}</span> : null}
+                {e.error && e.type !== "parked" ? <span className="error-text">{e.error}</span> : null}
               </li>
             ))}
           </ol>
         </section>
       </div>
+      {j.durable ? (
+        <section aria-labelledby="durable" className="durable-section" data-testid="durable">
+          <h2 id="durable">Durable steps</h2>
+          {j.durable.signal_key && !(j.durable.awaiting && !final) ? (
+            <p className="small">Signal key <span className="mono">{j.durable.signal_key}</span></p>
+          ) : null}
+          <div className="durable-grid">
+            <StepTimeline steps={j.durable.steps ?? []} />
+            <div>
+              <h3 id="signals">Signals received</h3>
+              <SignalTable signals={j.durable.signals ?? []} />
+              <h3 id="send-signal">Send a signal</h3>
+              {final ? <p className="muted">The job has ended: it takes no more signals.</p> : <SignalForm job={j} />}
+            </div>
+          </div>
+        </section>
+      ) : null}
       <section aria-labelledby="deps" className="deps-section">
         <h2 id="deps">Dependencies</h2>
         <p className="muted small">Parents to the left: a job waits for the jobs whose arrows point at it.</p>

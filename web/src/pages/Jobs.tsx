@@ -8,7 +8,7 @@ import { useEffect, useMemo, useState } from "react";
 import { useInfiniteQuery, useQuery, useQueryClient } from "@tanstack/react-query";
 import { Link, useLocation } from "wouter";
 import { api, bulkRequestId, isNoHistory, type JobFilter } from "../api/client";
-import { jobStates, type BulkAction, type Job, type Priority } from "../api/types";
+import { jobStates, type BulkAction, type HeldReason, type Job, type Priority } from "../api/types";
 import { useLive } from "../live/store";
 import { JobTable } from "../components/JobTable";
 import { BulkProgress, describeBulk } from "../components/Bulk";
@@ -18,13 +18,15 @@ import { bulkByIds, type BulkOutcome } from "../lib/bulk";
 import { fromInput, num, toInput } from "../lib/format";
 import { chooseSource, liveOrder } from "../lib/source";
 
-const heldReasons: Record<string, string> = {
+const heldReasons: Record<HeldReason, string> = {
   no_handler: "waiting for a worker that handles their type",
   limit: "held back by a limit",
   paused: "held by the pause of their queue",
   dependencies: "waiting for dependencies",
   scheduled: "scheduled for later",
   worker_gone: "leased by a worker that is gone",
+  sleeping: "parked in a durable sleep",
+  awaiting_signal: "parked until a signal arrives",
 };
 
 /** historyAvailable asks once (a minute) whether the API has a history store. */
@@ -166,7 +168,7 @@ export function Jobs() {
         return (
           <>
             Live from Redis: the <strong>{source.state}</strong> jobs of <strong>{source.queue}</strong>, {liveOrder[source.state]}
-            {held ? <>, only those {heldReasons[held] ?? held}</> : null}.{" "}
+            {held ? <>, only those {heldReasons[held as HeldReason] ?? held}</> : null}.{" "}
             {source.why === "no-history"
               ? "The API runs without a history store, so the page lists what Redis holds; succeeded and cancelled jobs are not listed."
               : "The history search covers every queue and state: choose no queue, or a final state."}
@@ -291,7 +293,7 @@ export function Jobs() {
       ) : jobs.length === 0 && !(list.isLoading || one.isLoading || (needProbe && probe.isLoading) || list.isFetching) ? (
         <Empty>
           {source.kind === "live"
-            ? <>No {source.state} jobs{held ? ` ${heldReasons[held] ?? held}` : ""} in <strong>{source.queue}</strong> match{list.hasNextPage ? " among those read so far" : ""}.</>
+            ? <>No {source.state} jobs{held ? ` ${heldReasons[held as HeldReason] ?? held}` : ""} in <strong>{source.queue}</strong> match{list.hasNextPage ? " among those read so far" : ""}.</>
             : "No jobs match. The search reads the history store, which records jobs within a second or two."}
           {list.hasNextPage && !id ? <> <button type="button" className="link" onClick={() => list.fetchNextPage()}>Read further</button></> : null}
         </Empty>
