@@ -309,6 +309,37 @@ async function flows(page) {
     await page.waitForURL(new RegExp(`/batches/${id}$`));
   });
 
+  await step("a durable job's page: its steps, its wait, and a signal sent in the form queues it again", async () => {
+    // The e2e script is the job's HTTP worker: a queue no worker of the stack serves.
+    const { job } = await durableJob();
+    await page.goto(base + `/jobs/${job.id}`);
+    const steps = page.getByTestId("steps");
+    await steps.locator('li[data-step="charge"][data-status="ok"]').waitFor();
+    await steps.locator('li[data-step="signal:shipped"][data-status="wait"] .badge').getByText("waiting").waitFor();
+    const wait = page.locator('[data-testid=durable-wait][data-signal="shipped"]');
+    await wait.getByText("Waiting for signal").waitFor();
+    await page.locator('[data-testid=job-held-back][data-reason="awaiting_signal"]').waitFor();
+    const form = page.getByRole("form", { name: "Send a signal" });
+    check(await form.getByLabel("Signal", { exact: true }).inputValue() === "shipped", "the form is not prefilled with the awaited signal");
+    // The value is checked as you type.
+    await form.getByLabel("Value (JSON)", { exact: true }).fill('"ups');
+    await form.getByText(/not valid JSON/).waitFor();
+    await form.getByLabel("Value (JSON)", { exact: true }).fill('"ups"');
+    await form.getByRole("button", { name: "Send signal" }).click();
+    await page.locator('[data-testid=signal-answer][data-status="delivered"]').waitFor();
+    await page.getByTestId("job-state").getByText("queued").waitFor({ timeout: 15_000 });
+    await page.getByRole("table", { name: "Signals received" }).locator('tr[data-signal="shipped"]').getByText('"ups"').waitFor();
+    await page.getByTestId("timeline").locator("li.ev-signal").getByText("signal shipped").waitFor({ timeout: 15_000 });
+    check(await wait.count() === 0, "the wait is still shown after the signal");
+    const after = await stack.api("GET", `/v1/jobs/${job.id}`);
+    check(after.state === "queued" && after.durable?.signals?.[0]?.value === "ups", `the job after the signal: ${JSON.stringify(after)}`);
+    // A second signal of that name is refused: the API's message is shown.
+    await form.getByRole("button", { name: "Send signal" }).click();
+    await form.getByRole("alert").getByText(/has a signal of this name already/).waitFor();
+    await page.screenshot({ path: path.join(outDir, "job-durable-signalled.png"), fullPage: true });
+    await stack.api("POST", `/v1/jobs/${job.id}/cancel`);
+  });
+
   await step("dead jobs of one type are retried by filter from the dead-letter page, with a preview, and run again", async () => {
     const message = `e2e-bulk ${Date.now()}`;
     const made = await stack.api("POST", "/v1/jobs/batch", {
@@ -504,6 +535,48 @@ async function limitsFlow(page) {
   });
 }
 
+// ---------------------------------------------------------------- durable jobs
+
+/**
+ * durableJob puts a durable job on the stack by acting as its HTTP worker
+ * (docs/api.md, "Durable jobs"): it submits a job of a type no built-in
+ * handles to a queue no worker of the stack serves (SUNDIAL_QUEUES in
+ * stack.mjs), claims it, records the step "charge", and parks it waiting for
+ * the signal "shipped". With received, an earlier wait for the signal
+ * "approved" is recorded first, its signal sent while the job runs, and the
+ * wait for "shipped" chooses the key order-<n>. Returns the job as the API
+ * then shows it.
+ */
+async function durableJob({ received = false } = {}) {
+  const queue = "e2e-durable";
+  const worker_id = "e2e-durable";
+  const order = 1000 + Math.floor(Math.random() * 9000);
+  const submitted = await stack.api("POST", "/v1/jobs", { queue, type: "e2e.durable", payload: { order } });
+  const claim = await stack.api("POST", `/v1/queues/${queue}/claim`, { worker_id, types: ["e2e.durable"], wait_seconds: 5 });
+  check(claim.jobs.length === 1 && claim.jobs[0].job.id === submitted.id, `claimed ${JSON.stringify(claim)}`);
+  const token = claim.jobs[0].lease.token;
+  const iso = (ms) => new Date(ms).toISOString();
+  const steps = `/v1/jobs/${submitted.id}/steps`;
+  let seq = 1;
+  await stack.api("POST", steps, { token, worker_id, seq: seq++, name: "charge", status: "ok", started_at: iso(Date.now() - 1240), result: { charge_id: `ch_${order}`, amount: 4200, currency: "EUR" } });
+  if (received) {
+    await stack.api("POST", `/v1/jobs/${submitted.id}/signals/approved`, { value: { by: "ops@example.com" }, idempotency_key: `approve-${order}` });
+    const started = iso(Date.now() - 800);
+    const w = await stack.api("POST", steps, { token, worker_id, seq, name: "signal:approved", status: "wait", started_at: started, signal: "approved" });
+    check(w.signal?.name === "approved", `the wait did not read the signal sent before it: ${JSON.stringify(w)}`);
+    await stack.api("POST", steps, { token, worker_id, seq: seq++, name: "signal:approved", status: "ok", started_at: started, result: w.signal.value });
+  }
+  await stack.api("POST", steps, {
+    token, worker_id, seq, name: "signal:shipped", status: "wait", started_at: iso(Date.now()), signal: "shipped",
+    ...(received ? { signal_key: `order-${order}`, deadline: iso(Date.now() + 7 * 24 * 3600_000) } : {}),
+  });
+  const parked = await stack.api("POST", `/v1/jobs/${submitted.id}/park`, { token, worker_id, delay_seconds: received ? 7 * 24 * 3600 : 3600, signal: "shipped" });
+  check(parked.state === "scheduled", `parked: ${JSON.stringify(parked)}`);
+  const job = await stack.api("GET", `/v1/jobs/${submitted.id}`);
+  check(job.durable?.awaiting?.signal === "shipped" && job.held_back?.reason === "awaiting_signal", `the parked job: ${JSON.stringify(job)}`);
+  return { job, order };
+}
+
 // ---------------------------------------------------------------- screenshots
 
 async function seed() {
@@ -542,7 +615,10 @@ async function seed() {
     }
     return false;
   }, { timeoutMs: 15_000 });
-  return { parent, child, throttled };
+  const { job: durable } = await durableJob({ received: true });
+  await waitFor("the durable job's parked event in the history", async () =>
+    (await api("GET", `/v1/jobs/${durable.id}/events`)).events.some((e) => e.type === "parked"), { timeoutMs: 15_000 });
+  return { parent, child, throttled, durable };
 }
 
 // The seeded data, made once for the screenshots and the accessibility run
@@ -559,6 +635,7 @@ function pageList(seeded) {
     ["jobs", "/jobs", "Jobs"],
     ["job", `/jobs/${seeded.parent.id}`, /Job /],
     ["job-throttled", `/jobs/${seeded.throttled.id}`, /Job /],
+    ["job-durable", `/jobs/${seeded.durable.id}`, /Job /],
     ["dead-letters", "/dead/e2e", "Dead letters"],
     ["schedules", "/schedules", "Schedules"],
     ["schedule-edit", "/schedules/nightly-report/edit", /Edit schedule/],
@@ -575,6 +652,11 @@ async function open(page, name, url, heading) {
   await page.locator('[data-testid=connection][data-state=ok]').waitFor();
   if (name === "jobs" || name === "dead-letters") await page.locator("[data-job]").first().waitFor({ timeout: 20_000 });
   if (name === "job-throttled") await page.getByTestId("job-throttled-by").waitFor();
+  if (name === "job-durable") {
+    await page.getByTestId("durable-wait").waitFor();
+    await page.getByTestId("steps").locator("li").nth(2).waitFor();
+    await page.getByTestId("timeline").locator("li.ev-parked").waitFor({ timeout: 20_000 });
+  }
   if (name === "queues") await page.locator('tr[data-limit="one-sleep"]').waitFor();
   if (name === "job") await page.getByTestId("timeline").locator("li").first().waitFor({ timeout: 20_000 });
   if (name === "schedule-edit" || name === "schedule-new") await page.getByTestId("preview").locator("li").nth(4).waitFor();
@@ -598,7 +680,8 @@ async function screenshots(browser) {
       if (!wantShot(name)) continue;
       await step(`screenshot ${name} (${theme})`, async () => {
         await open(page, name, url, heading);
-        await page.screenshot({ path: path.join(shots, `${name}-${theme}.png`) });
+        // The durable job's steps, signals and form are below the fold: the whole page.
+        await page.screenshot({ path: path.join(shots, `${name}-${theme}.png`), fullPage: name === "job-durable" });
       });
     }
     await ctx.close();
@@ -663,6 +746,10 @@ async function a11y(browser) {
       await p.getByRole("form", { name: "Retry dead jobs by filter" }).getByLabel("Type", { exact: true }).fill("sundial.fail");
       await p.getByRole("button", { name: "Retry matching…" }).click();
       await p.getByRole("dialog", { name: "Retry matching dead jobs?" }).getByTestId("bulk-preview").waitFor();
+    } },
+    { name: "job-durable-form-error", url: `/jobs/${seeded.durable.id}`, heading: /Job /, as: "job-durable", then: async (p) => {
+      await p.getByRole("form", { name: "Send a signal" }).getByLabel("Value (JSON)", { exact: true }).fill("{");
+      await p.getByText(/not valid JSON/).waitFor();
     } },
     { name: "api-key-dialog", url: "/", heading: "Overview", as: "overview", then: async (p) => {
       await p.getByRole("button", { name: "Key" }).click();
