@@ -211,11 +211,14 @@ func TestTenThousandSleepingJobs(t *testing.T) {
 	submit(t, q, specs)
 	queuetest.Eventually(t, 120*time.Second, "every job asleep at once", func() bool {
 		st, err := q.Stats(ctx, "default")
-		return err == nil && len(st) == 1 && st[0].Scheduled == n
+		return err == nil && len(st) == 1 && st[0].Scheduled == n && st[0].Sleeping == n
 	})
 	t.Logf("%d jobs asleep after %v (one worker slot)", n, time.Since(start).Round(time.Millisecond))
 	queuetest.Eventually(t, 240*time.Second, "every job to wake and succeed", func() bool {
 		st, err := q.Stats(ctx, "default")
 		return err == nil && len(st) == 1 && st[0].SucceededTotal == n
 	})
+	if st, err := q.Stats(ctx, "default"); err != nil || st[0].Sleeping != 0 || st[0].Scheduled != 0 {
+		t.Fatalf("after every job woke: %+v %v", st, err)
+	}
 }

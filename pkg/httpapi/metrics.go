@@ -34,6 +34,7 @@ type metrics struct {
 	leaseExpired                       *prometheus.CounterVec
 	duration                           *prometheus.HistogramVec
 	depth                              *prometheus.GaugeVec
+	parked                             *prometheus.GaugeVec
 	httpDuration                       *prometheus.HistogramVec
 	wsClients                          prometheus.Gauge
 	wsDropped                          prometheus.Counter
@@ -93,6 +94,9 @@ func newMetrics() *metrics {
 		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sundial_queue_depth",
 			Help: "Jobs in a queue by state (queued, scheduled, active, waiting, dead; throttled: queued but held back by a limit; unhandled: queued but waiting for a worker that handles the type), refreshed every stats tick."},
 			[]string{"queue", "state"}),
+		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sundial_queue_parked",
+			Help: "Durable jobs parked in a queue (counted in sundial_queue_depth's scheduled): state sleeping, or awaiting a signal (docs/durable.md)."},
+			[]string{"queue", "state"}),
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sundial_http_request_duration_seconds",
 			Help:    "HTTP request duration by route template and status (the websocket stream excluded).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}},
@@ -110,7 +114,7 @@ func newMetrics() *metrics {
 		series:  map[seriesKey]*jobSeries{},
 		running: map[string]runningAttempt{},
 	}
-	m.reg.MustRegister(m.submitted, m.succeeded, m.failed, m.dead, m.leaseExpired, m.duration, m.depth, m.httpDuration,
+	m.reg.MustRegister(m.submitted, m.succeeded, m.failed, m.dead, m.leaseExpired, m.duration, m.depth, m.parked, m.httpDuration,
 		m.wsClients, m.wsDropped, m.rateLimited, m.streamErrors, m.startLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	return m
@@ -223,6 +227,8 @@ func (m *metrics) observeStats(stats []queue.QueueStats) {
 		m.depth.WithLabelValues(q.Name, "dead").Set(float64(q.Dead))
 		m.depth.WithLabelValues(q.Name, "throttled").Set(float64(q.Throttled))
 		m.depth.WithLabelValues(q.Name, "unhandled").Set(float64(q.Unhandled))
+		m.parked.WithLabelValues(q.Name, "sleeping").Set(float64(q.Sleeping))
+		m.parked.WithLabelValues(q.Name, "awaiting").Set(float64(q.Awaiting))
 	}
 }
 

@@ -234,8 +234,12 @@ type QueueStats struct {
 	Throttled int64 `json:"throttled"`
 	// Unhandled counts queued jobs parked because the workers that claimed
 	// them do not handle their type (not in Queued nor Throttled).
-	Unhandled          int64   `json:"unhandled"`
-	Scheduled          int64   `json:"scheduled"`
+	Unhandled int64 `json:"unhandled"`
+	Scheduled int64 `json:"scheduled"`
+	// Sleeping and Awaiting count the parked durable jobs (in Scheduled):
+	// asleep, and waiting for a signal (docs/durable.md).
+	Sleeping           int64   `json:"sleeping"`
+	Awaiting           int64   `json:"awaiting"`
 	Active             int64   `json:"active"`
 	Waiting            int64   `json:"waiting"`
 	Dead               int64   `json:"dead"`
@@ -269,6 +273,7 @@ func (c *Client) stats(ctx context.Context, queues []string, window int64) ([]Qu
 	pipe := c.rdb.Pipeline()
 	type cmds struct {
 		high, normal, low, sched, active, waiting, dead, paused *redis.IntCmd
+		sleeping, awaiting                                      *redis.IntCmd
 		totals                                                  *redis.SliceCmd
 		limits, limstat                                         *redis.MapStringStringCmd
 		rate                                                    []*redis.StringCmd
@@ -285,6 +290,9 @@ func (c *Client) stats(ctx context.Context, queues []string, window int64) ([]Qu
 			waiting: pipe.ZCard(ctx, k.key(kWaiting)),
 			dead:    pipe.ZCard(ctx, k.key(kDead)),
 			paused:  pipe.Exists(ctx, k.key(kPaused)),
+			// The parked durable jobs (lua/lib.lua, park_waiting).
+			sleeping: pipe.SCard(ctx, k.tag+"sleeping"),
+			awaiting: pipe.SCard(ctx, k.tag+"awaiting"),
 			totals: pipe.HMGet(ctx, k.key(kStats), "submitted_total", "succeeded_total", "failed_total", "tomb_high", "tomb_normal", "tomb_low",
 				"grouped_high", "grouped_normal", "grouped_low", "markers_high", "markers_normal", "markers_low"),
 			limits:  pipe.HGetAll(ctx, k.tag+"limits"),
@@ -330,6 +338,8 @@ func (c *Client) stats(ctx context.Context, queues []string, window int64) ([]Qu
 			Unhandled:          unhandledCount(cm.limstat.Val()),
 			Limits:             limitStatuses(cm.limits.Val(), cm.limstat.Val()),
 			Scheduled:          cm.sched.Val(),
+			Sleeping:           cm.sleeping.Val(),
+			Awaiting:           cm.awaiting.Val(),
 			Active:             cm.active.Val(),
 			Waiting:            cm.waiting.Val(),
 			Dead:               cm.dead.Val(),

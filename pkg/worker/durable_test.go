@@ -138,6 +138,10 @@ func TestSleepAndSignals(t *testing.T) {
 	if j0.State != job.Scheduled || !strings.Contains(j0.HeldBack.Message, `"shipped"`) {
 		t.Fatalf("waiting job: %s %+v", j0.State, j0.HeldBack)
 	}
+	queuetest.Eventually(t, 10*time.Second, "the queue to count one job awaiting a signal", func() bool {
+		c, err := e.q.Counts(ctx, "default")
+		return err == nil && c.Awaiting == 1
+	})
 	if st, id, err := e.q.SendSignal(ctx, queue.Signal{Queue: "default", ID: jobs[0].ID, Name: "shipped", Value: json.RawMessage(`"late"`)}); err != nil || st != queue.SignalDelivered || id != jobs[0].ID {
 		t.Fatalf("signal: %v %s %v", st, id, err)
 	}
@@ -146,6 +150,9 @@ func TestSleepAndSignals(t *testing.T) {
 		if string(got.Result) != want {
 			t.Fatalf("job %d: result %s, want %s", i, got.Result, want)
 		}
+	}
+	if c, err := e.q.Counts(ctx, "default"); err != nil || c.Awaiting != 0 || c.Sleeping != 0 {
+		t.Fatalf("parked counts after every job ended: %+v %v", c, err)
 	}
 	if charged.Load() != 3 || emailed.Load() != 3 {
 		t.Fatalf("charged %d, emailed %d times for 3 jobs", charged.Load(), emailed.Load())

@@ -27,6 +27,7 @@ local function cancel_id(id)
     return {'ok', state}
   elseif state == 'scheduled' then
     redis.call('ZREM', K_SCHED, id)
+    unpark_waiting({id})
   elseif state == 'queued' and f[6] then
     -- Held back by a limit: it leaves the slot's parked set.
     unpark_id(id, f[6])

@@ -30,6 +30,9 @@ local K_SCHED, K_WAIT, K_LEASES, K_DEAD, K_FIN
 -- The signals of durable jobs (signal.lua, step.lua): the key each job
 -- chose → its id, and signals sent to a key no job chose yet.
 local K_SIGKEYS, K_SIGPEND
+-- The parked durable jobs (park_waiting): sets of the ids asleep and of
+-- those awaiting a signal, the queue's sleeping and awaiting counts.
+local K_SLEEPING, K_AWAITING
 local K_EVENTS, K_STATS, K_PAUSED, K_SIGNAL, K_FENCE
 local JOB, QK, NOW_S, LEASE_CLOCK, QUEUE, NOW
 local K_TOMB -- hash: id → priority of cancelled ids still in a priority list
@@ -181,6 +184,7 @@ local function begin()
     K_EVENTS, K_STATS, K_PAUSED, K_SIGNAL, K_FENCE = QK .. 'events', QK .. 'stats', QK .. 'paused', QK .. 'signal', QK .. 'fence'
     K_TOMB, K_ACTIVE, K_LASTCLAIM = QK .. 'tomb', QK .. 'active', QK .. 'lastclaim'
     K_SIGKEYS, K_SIGPEND = QK .. 'sigkeys', QK .. 'sigpend'
+    K_SLEEPING, K_AWAITING = QK .. 'sleeping', QK .. 'awaiting'
     K_LIMITS, K_LIMUSE, K_LIMSTAT, K_TIMERS = QK .. 'limits', QK .. 'limuse', QK .. 'limstat', QK .. 'timers'
     K_NOHANDLER = QK .. 'pslots:' .. NOHANDLER
     last_qk = QK
@@ -1162,7 +1166,17 @@ local function park_waiting(id, f, delay, what, worker, slots, started)
   local sname = string.match(what, '^signal:(.*)$')
   if sname and redis.call('HEXISTS', JOB .. id, 'sg:' .. sname) == 1 then delay = 0 end
   redis.call('HSET', JOB .. id, 'awaits', ms(NOW + delay) .. ' ' .. what)
-  return snooze(id, f, delay, what, worker, slots, started, 'parked')
+  local st = snooze(id, f, delay, what, worker, slots, started, 'parked')
+  if st == 'scheduled' then redis.call('SADD', sname and K_AWAITING or K_SLEEPING, id) end
+  return st
+end
+
+-- unpark_waiting takes ids, which leave the scheduled set, out of the
+-- parked sets (park_waiting): one EXISTS for a queue without any.
+local function unpark_waiting(ids)
+  if #ids == 0 or redis.call('EXISTS', K_SLEEPING, K_AWAITING) == 0 then return end
+  call_chunked('SREM', K_SLEEPING, ids)
+  call_chunked('SREM', K_AWAITING, ids)
 end
 
 -- cancel_self ends an active job cancelled by its own handler, for reason

@@ -21,6 +21,7 @@ if #ids > 0 then
   -- ids are the set's first #ids members: removing them by rank skips
   -- a lookup per member.
   redis.call('ZREMRANGEBYRANK', K_SCHED, 0, #ids - 1)
+  unpark_waiting(ids)
   signal(#ids)
 end
 local timer = run_timers(limit)

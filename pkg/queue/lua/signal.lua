@@ -41,6 +41,7 @@ emit(id, f[2], 'signal', f[1], tonumber(f[7]) or 0, '', '', '', name)
 -- Parked for this signal (park_waiting in lib.lua): queued now.
 if f[1] == 'scheduled' and f[3] and f[3] == (f[4] or '') .. ' signal:' .. name then
   redis.call('ZREM', K_SCHED, id)
+  unpark_waiting({id})
   make_ready(id, f[5], f[6] or '')
   emit(id, f[2], 'queued', 'queued', tonumber(f[7]) or 0, '', '')
   signal(1)

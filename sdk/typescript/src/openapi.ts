@@ -1520,6 +1520,8 @@ export interface components {
             /** Format: int64 */
             active: number;
             /** Format: int64 */
+            awaiting: number;
+            /** Format: int64 */
             dead: number;
             /** Format: int64 */
             failed_total: number;
@@ -1532,6 +1534,8 @@ export interface components {
             };
             /** Format: int64 */
             scheduled: number;
+            /** Format: int64 */
+            sleeping: number;
             /** Format: int64 */
             submitted_total: number;
             /** Format: int64 */
