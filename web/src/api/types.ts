@@ -149,6 +149,9 @@ export interface QueueStats {
   paused: boolean;
   queued: Record<Priority, number>;
   scheduled: number;
+  /** Parked durable jobs, counted in scheduled too: asleep, and waiting for a signal. */
+  sleeping?: number;
+  awaiting?: number;
   active: number;
   waiting: number;
   dead: number;

@@ -72,7 +72,13 @@ export function Queues() {
                         </Link>
                       ) : "0"}
                     </dd>
-                    <dt>scheduled</dt><dd>{num(q.scheduled)}</dd>
+                    <dt>scheduled</dt>
+                    <dd data-testid="queue-scheduled">
+                      {num(q.scheduled)}
+                      {q.sleeping || q.awaiting ? (
+                        <span className="muted"> (durable: {num(q.sleeping ?? 0)} asleep, {num(q.awaiting ?? 0)} awaiting a signal)</span>
+                      ) : null}
+                    </dd>
                     <dt>active</dt><dd>{num(q.active)}</dd>
                     <dt>waiting on dependencies</dt><dd>{num(q.waiting)}</dd>
                     <dt>dead</dt><dd>{q.dead > 0 ? <Link href={`/dead/${q.name}`}>{num(q.dead)}</Link> : "0"}</dd>

@@ -262,4 +262,14 @@ describe("Queues page", () => {
     expect(link).toHaveAttribute("href", "/jobs?queue=mail&state=queued&held=no_handler");
     expect(link).toHaveTextContent("4");
   });
+  it("says how many of a queue's scheduled jobs are parked durable jobs", () => {
+    liveStore.receive([{ kind: "stats", workers: 1, at: "", queues: [queue("mail", { scheduled: 9, sleeping: 3, awaiting: 2 })] }]);
+    renderAt(<Queues />, "/queues");
+    expect(screen.getByTestId("queue-scheduled")).toHaveTextContent("9 (durable: 3 asleep, 2 awaiting a signal)");
+  });
+  it("says nothing of durable jobs for a queue without parked ones", () => {
+    liveStore.receive([{ kind: "stats", workers: 1, at: "", queues: [queue("mail", { scheduled: 9 })] }]);
+    renderAt(<Queues />, "/queues");
+    expect(screen.getByTestId("queue-scheduled")).toHaveTextContent(/^9$/);
+  });
 });
