@@ -144,8 +144,9 @@ type ChildResult = queue.BatchResult
 // RunChildren submits jobs as the children of the running job, once per
 // job, parks the job until every child ended (in any queues, on any
 // Cluster shard), and returns how each ended, in order. See
-// worker.RunChildren.
-func RunChildren(ctx context.Context, name string, jobs []Job) ([]ChildResult, error) {
+// worker.RunChildren. By default it awaits all of them; AwaitFirst, the
+// first to end.
+func RunChildren(ctx context.Context, name string, jobs []Job, opts ...ChildrenOption) ([]ChildResult, error) {
 	built := make([]*job.Job, len(jobs))
 	now := time.Now()
 	for i, j := range jobs {
@@ -157,5 +158,12 @@ func RunChildren(ctx context.Context, name string, jobs []Job) ([]ChildResult, e
 			return nil, worker.NoRetry(fmt.Errorf("sundial: children %q: jobs[%d]: %w", name, i, err))
 		}
 	}
-	return worker.RunChildren(ctx, name, built)
+	return worker.RunChildren(ctx, name, built, opts...)
 }
+
+// ChildrenOption changes how RunChildren awaits the children (AwaitFirst).
+type ChildrenOption = worker.ChildrenOption
+
+// AwaitFirst has RunChildren return once the first child ended: the
+// children as they stood then; the others go on.
+func AwaitFirst() ChildrenOption { return worker.AwaitFirst() }

@@ -67,6 +67,9 @@ type SignalTarget struct {
 	Queue string `json:"queue"`
 	Job   string `json:"job"`
 	Name  string `json:"name"`
+	// First sends it when the first member ends, not the last. It must
+	// stay the last field: batchadd.lua finds it at the spec's end.
+	First bool `json:"first,omitempty"`
 }
 
 // signalCallback is a callback spec that sends a signal (fireCallback).

@@ -409,7 +409,16 @@ func decodeSignal[T any](name string, raw json.RawMessage) (T, error) {
 // is completed by the next, without a child twice. At most
 // queue.BatchChunk children; their results together are one step's
 // record (at most queue.MaxStepBytes).
-func RunChildren(ctx context.Context, name string, jobs []*job.Job) ([]queue.BatchResult, error) {
+//
+// With AwaitFirst, the parent runs again as soon as the first child ended,
+// and the results are the children as they stood then: the others go on
+// (cancel them with the batch, queue.Client.CancelBatch, if they are no
+// longer wanted).
+func RunChildren(ctx context.Context, name string, jobs []*job.Job, opts ...ChildrenOption) ([]queue.BatchResult, error) {
+	var o childrenOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if err := checkName("children", name); err != nil {
 		return nil, err
 	}
@@ -433,7 +442,7 @@ func RunChildren(ctx context.Context, name string, jobs []*job.Job) ([]queue.Bat
 			j.ID = batchID + "." + strconv.Itoa(i)
 		}
 		_, _, err := rj.w.q.CreateBatch(ctx, queue.BatchSpec{ID: batchID, Jobs: jobs,
-			NotifyComplete: &queue.SignalTarget{Queue: rj.r.queue, Job: parent.ID, Name: done}})
+			NotifyComplete: &queue.SignalTarget{Queue: rj.r.queue, Job: parent.ID, Name: done, First: o.first}})
 		if errors.Is(err, queue.ErrBatchExists) {
 			// An earlier attempt made the batch and died before its
 			// record: add what it may have left out (the same ids: a
@@ -469,3 +478,12 @@ func RunChildren(ctx context.Context, name string, jobs []*job.Job) ([]queue.Bat
 		}
 	})
 }
+
+// ChildrenOption changes how RunChildren awaits the children.
+type ChildrenOption func(*childrenOptions)
+
+type childrenOptions struct{ first bool }
+
+// AwaitFirst has RunChildren return once the first child ended, not the
+// last.
+func AwaitFirst() ChildrenOption { return func(o *childrenOptions) { o.first = true } }

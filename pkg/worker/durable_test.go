@@ -287,3 +287,52 @@ func TestRunChildren(t *testing.T) {
 		t.Fatalf("the parent ran %d attempts: it was never parked", got.Attempt)
 	}
 }
+
+// With AwaitFirst the parent runs again once the first child ended, and
+// gets the children as they stood then; the others go on.
+func TestRunChildrenAwaitFirst(t *testing.T) {
+	e := newEnv(t)
+	promoting(t, e, "default")
+	release := make(chan struct{})
+	var slowDone atomic.Int32
+	w := newWorker(e, worker.Config{Concurrency: 4})
+	w.HandleFunc("kid", func(ctx context.Context, j *job.Job) (any, error) {
+		if string(j.Payload) == `"slow"` {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			slowDone.Add(1)
+		}
+		return strings.Trim(string(j.Payload), `"`), nil
+	})
+	w.HandleFunc("parent", func(ctx context.Context, j *job.Job) (any, error) {
+		var kids []*job.Job
+		for _, p := range []string{`"slow"`, `"fast"`, `"slow"`} {
+			k, _ := (&job.Spec{Type: "kid", Payload: json.RawMessage(p)}).Build(time.Now())
+			kids = append(kids, k)
+		}
+		res, err := worker.RunChildren(ctx, "race", kids, worker.AwaitFirst())
+		if err != nil {
+			return nil, err
+		}
+		out := []string{}
+		for _, r := range res {
+			out = append(out, string(r.State)+":"+string(r.Result))
+		}
+		return out, nil
+	})
+	start(t, w)
+	jobs := e.submit(t, job.Spec{Type: "parent"})
+	got := e.waitState(t, jobs[0].ID, job.Succeeded)
+	defer close(release)
+	var res []string
+	if err := json.Unmarshal(got.Result, &res); err != nil || len(res) != 3 || res[1] != `succeeded:"fast"` ||
+		strings.HasPrefix(res[0], "succeeded") || strings.HasPrefix(res[2], "succeeded") {
+		t.Fatalf("result %s", got.Result)
+	}
+	release <- struct{}{}
+	release <- struct{}{}
+	queuetest.Eventually(t, 10*time.Second, "the slow children to end anyway", func() bool { return slowDone.Load() == 2 })
+}

@@ -31,6 +31,11 @@ if what == 'create' then
   if nonce ~= '' then redis.call('HSET', meta, 'creator', nonce) end
   if ARGV[3] ~= '' then redis.call('HSET', meta, 'on_success', ARGV[3], 'success', 'pending') end
   if ARGV[4] ~= '' then redis.call('HSET', meta, 'on_complete', ARGV[4], 'complete', 'pending') end
+  -- A parent awaiting the first of its children to end (batch.go,
+  -- SignalTarget.First): on_complete is then due at the first end.
+  if string.sub(ARGV[4], 1, 10) == '{"signal":' and string.sub(ARGV[4], -14) == '"first":true}}' then
+    redis.call('HSET', meta, 'complete_first', 1)
+  end
 elseif not exists then
   return {'not_found'}
 elseif what == 'add' and redis.call('HGET', meta, 'sealed') == '1' then
