@@ -32,6 +32,8 @@ const (
 	MaxSteps = 1000
 	// MaxStepBytes bounds a step's result or error, and a signal's value.
 	MaxStepBytes = 256 << 10
+	// MaxJobStepBytes bounds what one job's steps hold together.
+	MaxJobStepBytes = 4 << 20
 	// MaxPendingSignals bounds, per queue, the signals kept for keys no
 	// job chose yet (SendSignal by key before the job's wait began).
 	MaxPendingSignals = 100_000
@@ -51,6 +53,9 @@ var (
 	ErrLeaseLost = errors.New("the attempt's lease is lost")
 	// ErrTooManySteps: the job recorded MaxSteps steps already.
 	ErrTooManySteps = fmt.Errorf("a job records at most %d steps", MaxSteps)
+	// ErrStepsTooLarge: the job's steps would hold more than
+	// MaxJobStepBytes together.
+	ErrStepsTooLarge = fmt.Errorf("a job's steps hold at most %d bytes together", MaxJobStepBytes)
 )
 
 // StepWrite is a step to record (RecordStep).
@@ -72,7 +77,7 @@ type StepWrite struct {
 // none). ErrLeaseLost when the attempt no longer holds the lease.
 func (c *Client) RecordStep(ctx context.Context, queue string, l Lease, w StepWrite) (rec, signal string, err error) {
 	s := c.scripts.step
-	cmd := append(c.command(s, c.keysFor(queue), c.opts.Now(), 7), l.Job.ID, l.Token, w.Seq, w.Record, MaxSteps, w.Signal, w.Key)
+	cmd := append(c.command(s, c.keysFor(queue), c.opts.Now(), 8), l.Job.ID, l.Token, w.Seq, w.Record, MaxSteps, w.Signal, w.Key, MaxJobStepBytes)
 	res, err := c.exec(ctx, c.rdb, s, cmd).StringSlice()
 	if err != nil {
 		return "", "", fmt.Errorf("record step: %w", err)
@@ -82,6 +87,8 @@ func (c *Client) RecordStep(ctx context.Context, queue string, l Lease, w StepWr
 		return "", "", ErrLeaseLost
 	case "too_many":
 		return "", "", ErrTooManySteps
+	case "too_big":
+		return "", "", ErrStepsTooLarge
 	}
 	return res[1], res[2], nil
 }

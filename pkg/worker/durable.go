@@ -126,6 +126,9 @@ func (rj *runningJob) record(ctx context.Context, d *durableRun, seq int, rec, s
 		rj.r.cancel(errLeaseLost)
 		return "", ErrLeaseLost
 	}
+	if errors.Is(err, queue.ErrTooManySteps) || errors.Is(err, queue.ErrStepsTooLarge) {
+		return "", NoRetry(fmt.Errorf("sundial: step %d: %w", seq, err)) // no attempt gets further
+	}
 	if err != nil {
 		return "", err
 	}

@@ -336,3 +336,30 @@ func TestRunChildrenAwaitFirst(t *testing.T) {
 	release <- struct{}{}
 	queuetest.Eventually(t, 10*time.Second, "the slow children to end anyway", func() bool { return slowDone.Load() == 2 })
 }
+
+// A job's steps hold at most queue.MaxJobStepBytes together: the step past
+// it fails the job for good, with the limit in its error, and nothing of
+// it is recorded.
+func TestStepsOfAJobAreBounded(t *testing.T) {
+	e := newEnv(t)
+	big := strings.Repeat("x", 200<<10)
+	w := newWorker(e, worker.Config{})
+	w.HandleFunc("hoard", func(ctx context.Context, _ *job.Job) (any, error) {
+		for i := range 30 {
+			if _, err := worker.Step(ctx, "s"+strconv.Itoa(i), func(context.Context) (string, error) { return big, nil }); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	})
+	start(t, w)
+	jobs := e.submit(t, job.Spec{Type: "hoard"})
+	got := e.waitState(t, jobs[0].ID, job.Dead)
+	if !strings.Contains(got.LastError, "4194304 bytes together") || got.Durable == nil || len(got.Durable.Steps) != 20 {
+		n := 0
+		if got.Durable != nil {
+			n = len(got.Durable.Steps)
+		}
+		t.Fatalf("last error %q, %d steps recorded", got.LastError, n)
+	}
+}

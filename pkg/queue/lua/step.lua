@@ -8,6 +8,8 @@
 --         error), 'wait' (a wait that has begun: value its deadline in ms,
 --         '' for none), 'timeout' (a wait that ended without its signal)
 -- ARGV[10] the most steps a job may record
+-- ARGV[13] the most bytes a job's records may hold together (field
+--          'st_bytes' counts them)
 -- ARGV[11] for a wait for a signal: its name ('' otherwise)
 -- ARGV[12] for a wait by key: the key the job chose ('' otherwise); the
 --          key then names this job (K_SIGKEYS), and a signal sent to the
@@ -16,7 +18,7 @@
 -- (the same call sent again after its reply was lost answers the same),
 -- except a 'wait' record, which a final record replaces.
 -- Returns {'stale'} when the token is not the running attempt's,
--- {'too_many'} past the limit, else {'ok', record, signal}: the step's
+-- {'too_many'} or {'too_big'} past the limits, else {'ok', record, signal}: the step's
 -- record now, and for a wait the signal's record when one arrived
 -- ("<idempotency key>\t<at ms>\t<value>", '' when none).
 local id, token, seq, rec = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
@@ -44,7 +46,9 @@ elseif have and string.sub(rec, 1, 5) == 'wait\t' then
   rec = have
 else
   if not have and tonumber(seq) > tonumber(ARGV[10]) then return {'too_many'} end
-  redis.call('HSET', jk, field, rec)
+  local size = tonumber(redis.call('HGET', jk, 'st_bytes') or '0') + #rec - (have and #have or 0)
+  if size > tonumber(ARGV[13]) then return {'too_big'} end
+  redis.call('HSET', jk, field, rec, 'st_bytes', size)
   local status, sname = string.match(rec, '^(%a+)\t([^\t]*)')
   emit(id, jtype, 'step', 'active', tonumber(attempt), worker, status == 'err' and string.match(rec, '^[^\t]*\t[^\t]*\t[^\t]*\t[^\t]*\t(.*)$') or '',
     '', seq .. ' ' .. (sname or '') .. ' ' .. (status or ''))
