@@ -168,8 +168,12 @@ func (s *Server) recordStep(c *gin.Context) {
 	case err == queue.ErrLeaseLost:
 		fail(c, errLeaseLost)
 		return
-	case err == queue.ErrTooManySteps || err == queue.ErrStepsTooLarge:
-		fail(c, &apiError{Status: http.StatusConflict, Code: codeConflict, Message: err.Error()})
+	case err == queue.ErrTooManySteps:
+		// 400, not 409: a worker takes a 409 for a lost lease.
+		fail(c, invalid("seq", "seq: %s", err.Error()))
+		return
+	case err == queue.ErrStepsTooLarge:
+		fail(c, invalid("result", "result: %s", err.Error()))
 		return
 	default:
 		fail(c, err)
@@ -298,7 +302,7 @@ func (s *Server) durableRoutes() []route {
 			ID: "recordStep", Tag: "workers", Summary: "Record a step of a durable job (HTTP worker)", Scope: scopeWork,
 			Description: "Records the step at seq under the lease's token, once: a step recorded before is answered as it was recorded (a wait's record is replaced by its end). " +
 				"The answer is the step as it now stands, and for a wait, the signal when one arrived. Read what is recorded with GET /v1/jobs/{id} (durable). docs/durable.md. " +
-				"409 too when the job recorded 1,000 steps or its steps would hold more than 4 MiB together. " + lost,
+				"400 when the job recorded 1,000 steps or its steps would hold more than 4 MiB together. " + lost,
 			Body: stepRequest{}, Status: http.StatusOK, Response: stepResult{}, Errors: []int{400, 403, 404, 409, 413, 415, 503},
 		}},
 		{http.MethodPost, "/v1/jobs/:id/park", s.parkJob, operation{

@@ -31,6 +31,7 @@ func TestHTTPDurableStepsAndSignals(t *testing.T) {
 	a.do("POST", path+"/steps", map[string]any{"token": tok, "seq": 0, "name": "x", "status": "ok"}).wantError(t, http.StatusBadRequest, codeInvalidArgument, "seq")
 	a.do("POST", path+"/steps", map[string]any{"token": tok, "seq": 2, "name": "x", "status": "maybe"}).wantError(t, http.StatusBadRequest, codeInvalidArgument, "status")
 	a.do("POST", path+"/steps", map[string]any{"token": tok + "9", "seq": 2, "name": "x", "status": "ok"}).wantError(t, http.StatusConflict, codeConflict, "")
+	a.do("POST", path+"/steps", map[string]any{"token": tok, "seq": 1001, "name": "x", "status": "ok"}).wantError(t, http.StatusBadRequest, codeInvalidArgument, "seq")
 	// The wait begins; no signal yet, so the worker parks the job.
 	a.do("POST", path+"/steps", map[string]any{"token": tok, "seq": 2, "name": "signal:shipped", "status": "wait", "signal": "shipped"}).decode(t, http.StatusOK, &st)
 	if st.Signal != nil || st.Step.Status != job.StepWait {
