@@ -15,7 +15,8 @@ import (
 // TestChildrenAcrossShards: on the 3-master Cluster, a durable parent in a
 // queue of one master runs 20 children in queues of the two others
 // (RunChildren) and waits for them parked; its worker, a program written
-// with the Go library, is killed (-9) and restarted while it waits. The
+// with the Go library, is killed (-9) and restarted once the children were
+// submitted. The
 // parent succeeds with every child's result, in order, each child ran.
 func TestChildrenAcrossShards(t *testing.T) {
 	cl := hatest.StartCluster(t)
@@ -39,9 +40,11 @@ func TestChildrenAcrossShards(t *testing.T) {
 		}
 		return j
 	}
-	hatest.Eventually(t, 60*time.Second, "the parent parked, awaiting its children", func() bool {
+	// The children are submitted (the step that did it is recorded): the
+	// parent is parked, or about to be, or woken already.
+	hatest.Eventually(t, 60*time.Second, "the parent to submit its children", func() bool {
 		j := get()
-		return j.HeldBack != nil && j.HeldBack.Reason == job.HeldSignal
+		return j.Durable != nil && len(j.Durable.Steps) > 0
 	})
 	w.Kill()
 	w.Restart(t)
