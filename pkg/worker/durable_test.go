@@ -360,3 +360,37 @@ func TestStepsOfAJobAreBounded(t *testing.T) {
 		t.Fatalf("last error %q, %d steps recorded", got.LastError, n)
 	}
 }
+
+// A signal to a running job is recorded as an event of its running
+// attempt (state active, its attempt number): the job's hash does not say
+// it runs, its active record does.
+func TestSignalEventOfARunningJob(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	jobs := e.submit(t, job.Spec{Type: "t"})
+	if ls, err := e.q.Claim(ctx, "default", 1, "w1"); err != nil || len(ls) != 1 {
+		t.Fatal(ls, err)
+	}
+	if st, _, err := e.q.SendSignal(ctx, queue.Signal{Queue: "default", ID: jobs[0].ID, Name: "go"}); err != nil || st != queue.SignalDelivered {
+		t.Fatal(st, err)
+	}
+	xs, err := e.rdb.XRange(ctx, queue.EventStreamKey("default"), "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, x := range xs {
+		evs, err := queue.ParseEvents("default", x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if ev.Event == job.EventSignal {
+				got = append(got, string(ev.State)+"/"+strconv.Itoa(ev.Attempt)+"/"+ev.Message)
+			}
+		}
+	}
+	if len(got) != 1 || got[0] != "active/1/go" {
+		t.Fatalf("signal events %v; want one of the running attempt", got)
+	}
+}

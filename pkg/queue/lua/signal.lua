@@ -37,7 +37,12 @@ local have = redis.call('HGET', jk, 'sg:' .. name)
 if have then return {same(have), id} end
 if FINAL_STATES[f[1]] then return {'finished', id} end
 redis.call('HSET', jk, 'sg:' .. name, rec)
-emit(id, f[2], 'signal', f[1], tonumber(f[7]) or 0, '', '', '', name)
+-- A running job's hash does not say so (storage format 2 on: its active
+-- record does), so the event's state and attempt come from the record.
+local state, attempt = f[1], tonumber(f[7]) or 0
+local cur, ratt = running(id)
+if cur then state, attempt = 'active', tonumber(ratt) or attempt end
+emit(id, f[2], 'signal', state, attempt, '', '', '', name)
 -- Parked for this signal (park_waiting in lib.lua): queued now.
 if f[1] == 'scheduled' and f[3] and f[3] == (f[4] or '') .. ' signal:' .. name then
   redis.call('ZREM', K_SCHED, id)
