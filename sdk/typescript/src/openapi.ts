@@ -540,7 +540,7 @@ export interface paths {
         put?: never;
         /**
          * Record a step of a durable job (HTTP worker)
-         * @description Records the step at seq under the lease's token, once: a step recorded before is answered as it was recorded (a wait's record is replaced by its end). The answer is the step as it now stands, and for a wait, the signal when one arrived. Read what is recorded with GET /v1/jobs/{id} (durable). docs/durable.md. 409 when the lease is lost (reclaimed after expiry, cancelled, finished): the worker must stop the job; nothing changed.
+         * @description Records the step at seq under the lease's token, once: a step recorded before is answered as it was recorded (a wait's record is replaced by its end). The answer is the step as it now stands, and for a wait, the signal when one arrived. Read what is recorded with GET /v1/jobs/{id} (durable). docs/durable.md. 400 when the job recorded 1,000 steps or its steps would hold more than 4 MiB together. 409 when the lease is lost (reclaimed after expiry, cancelled, finished): the worker must stop the job; nothing changed.
          */
         post: operations["recordStep"];
         delete?: never;
