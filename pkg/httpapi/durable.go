@@ -89,7 +89,7 @@ type signalResult struct {
 
 // checkDurableName checks a step's or a signal's name, or a key.
 func checkDurableName(field, v string) error {
-	if v == "" || len(v) > 200 || strings.ContainsAny(v, "\t\r\n") {
+	if !job.ValidDurableName(v) {
 		return invalid(field, "%s: 1 to 200 characters without tabs or line breaks", field)
 	}
 	return nil

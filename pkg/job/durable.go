@@ -55,6 +55,13 @@ type Awaiting struct {
 	Until  Time   `json:"until"`
 }
 
+// ValidDurableName reports whether s may name a durable job's step or
+// signal, or be the key a wait chose: 1 to 200 bytes without tabs or line
+// breaks (the separators of the records).
+func ValidDurableName(s string) bool {
+	return s != "" && len(s) <= 200 && !strings.ContainsAny(s, "\t\r\n")
+}
+
 // StepRecord is a step as the engine stores it in the job's hash (field
 // "st:<seq>"): "<status>\t<name>\t<start ms>\t<end ms>\t<value>", value
 // the result (ok), the error (err) or the deadline in ms (wait, timeout).

@@ -143,7 +143,7 @@ func (rj *runningJob) record(ctx context.Context, d *durableRun, seq int, rec, s
 
 // checkName refuses a name a record cannot hold.
 func checkName(what, name string) error {
-	if name == "" || len(name) > 200 || strings.ContainsAny(name, "\t\r\n") {
+	if !job.ValidDurableName(name) {
 		return NoRetry(fmt.Errorf("sundial: %s name %q: want 1 to 200 characters without tabs or line breaks", what, name))
 	}
 	return nil
