@@ -143,8 +143,15 @@ func (c *Client) SendSignal(ctx context.Context, s Signal) (SignalStatus, string
 	if value == "" {
 		value = "null"
 	}
+	// A call without an idempotency key gets one of its own, so that the
+	// same call sent again (its reply lost, go-redis retrying) is known
+	// as itself: answered as delivered, not refused as another sender's.
+	idem, own := s.IdempotencyKey, s.IdempotencyKey == ""
+	if own {
+		idem = "~" + string(tokenTags(2))
+	}
 	k := c.keysFor(s.Queue)
-	cmd := append(c.command(sc, k, c.opts.Now(), 6), s.ID, s.Key, s.Name, value, s.IdempotencyKey, MaxPendingSignals)
+	cmd := append(c.command(sc, k, c.opts.Now(), 6), s.ID, s.Key, s.Name, value, idem, MaxPendingSignals)
 	var res []string
 	// Acknowledged once it would survive a failover, as a submit is.
 	err := c.replicated(ctx, k.all[kHigh], k.tag, func(conn *redis.Conn) error {
@@ -159,7 +166,15 @@ func (c *Client) SendSignal(ctx context.Context, s Signal) (SignalStatus, string
 	if err != nil {
 		return "", "", fmt.Errorf("signal: %w", err)
 	}
-	return SignalStatus(res[0]), res[1], nil
+	st := SignalStatus(res[0])
+	if own && st == SignalDuplicate {
+		// Only this call had its key: it was this call, sent again.
+		st = SignalDelivered
+		if res[1] == "" {
+			st = SignalPending
+		}
+	}
+	return st, res[1], nil
 }
 
 // decodeDurable reads what a durable job recorded from its hash h (nil

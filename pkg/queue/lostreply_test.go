@@ -341,3 +341,30 @@ func TestSubmitOverlappingAnEarlierCall(t *testing.T) {
 		t.Fatalf("%d jobs queued, want 2 (each once)", n)
 	}
 }
+
+// TestLostReplySignal: a signal without an idempotency key whose reply was
+// lost, sent again, is answered as delivered (not refused as another
+// sender's signal of that name), and delivered once.
+func TestLostReplySignal(t *testing.T) {
+	e := newLostReplyEnv(t)
+	jobs := e.submit(t, job.Spec{Queue: "lr", Type: "t"})
+	dropped := e.drop(t, "signal")
+	st, id, err := e.q.SendSignal(e.ctx, queue.Signal{Queue: "lr", ID: jobs[0].ID, Name: "go", Value: []byte(`1`)})
+	dropped()
+	if err != nil || st != queue.SignalDelivered || id != jobs[0].ID {
+		t.Fatalf("signal sent again after a lost reply: %v %s %v, want delivered", st, id, err)
+	}
+	if n := e.countEvents(t, "lr", jobs[0].ID, job.EventSignal); n != 1 {
+		t.Fatalf("%d signal events, want 1", n)
+	}
+	// Another sender's signal of the name is still refused.
+	if st, _, _ := e.q.SendSignal(e.ctx, queue.Signal{Queue: "lr", ID: jobs[0].ID, Name: "go"}); st != queue.SignalConflict {
+		t.Fatalf("a second signal: %v, want conflict", st)
+	}
+	// By key, to no job yet: pending, also when sent again.
+	dropped = e.drop(t, "signal")
+	if st, _, err := e.q.SendSignal(e.ctx, queue.Signal{Queue: "lr", Key: "k", Name: "go"}); err != nil || st != queue.SignalPending {
+		t.Fatalf("signal by key sent again: %v %v, want pending", st, err)
+	}
+	dropped()
+}
