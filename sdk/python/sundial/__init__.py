@@ -8,7 +8,7 @@ jobs over the HTTP worker protocol. Standard library only.
     print(client.wait(job["id"], timeout=30)["state"])
 """
 
-from .client import FINAL_STATES, JSON, Client
+from .client import FINAL_STATES, JSON, Client, job_options
 from .errors import (
     ApiError,
     Conflict,
@@ -34,6 +34,7 @@ from .errors import (
     UnsupportedMediaType,
     WaitTimeout,
 )
+from .joblog import JobLog
 from .worker import Handler, JobContext, Worker
 
 __version__ = "0.2.0"
@@ -49,6 +50,7 @@ __all__ = [
     "InvalidArgument",
     "JSON",
     "JobContext",
+    "JobLog",
     "LeaseLost",
     "NondeterminismError",
     "NoRetry",
@@ -68,4 +70,5 @@ __all__ = [
     "UnsupportedMediaType",
     "WaitTimeout",
     "Worker",
+    "job_options",
 ]

@@ -1,10 +1,12 @@
 """The client: jobs, queues, schedules and limits over the REST API
 (docs/api.md). Answers are the API's JSON objects as dicts."""
 
+import json
 import os
 import time
 import urllib.parse
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, cast
+from datetime import datetime, timezone
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union, cast
 
 from ._transport import Query, Transport
 from .errors import WaitTimeout
@@ -21,6 +23,25 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 def _seg(value: str) -> str:
     """A path segment, escaped."""
     return urllib.parse.quote(value, safe="")
+
+
+Time = Union[str, datetime]
+"""A time the API takes: an RFC 3339 string, or a datetime (one without a
+time zone is taken as UTC)."""
+
+
+def _rfc3339(value: Time) -> str:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    return value
+
+
+def _payload_query(payload: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """``{"field": value}`` as the history search's ``payload.<field>=<value>``
+    parameters (a top-level field's value, compared as a string)."""
+    return {f"payload.{k}": v if isinstance(v, str) else json.dumps(v) for k, v in (payload or {}).items()}
 
 
 class Client:
@@ -75,6 +96,13 @@ class Client:
         *,
         queue: Optional[str] = None,
         idempotency_key: Optional[str] = None,
+        start_by: Optional[Time] = None,
+        expires_in_seconds: Optional[float] = None,
+        deadline: Optional[Time] = None,
+        deadline_in_seconds: Optional[float] = None,
+        debounce: Optional[Mapping[str, Any]] = None,
+        sequence: Union[str, Mapping[str, Any], None] = None,
+        tags: Optional[Sequence[str]] = None,
         **fields: Any,
     ) -> JSON:
         """Submits one job and returns it (201 new; with an idempotency key
@@ -83,8 +111,27 @@ class Client:
         ``timeout_seconds``, ``backoff``, ``run_at``, ``delay_seconds``,
         ``depends_on``, ``group``, ``traceparent``.
 
+        The job's options (docs/api.md):
+
+        - ``start_by`` (a datetime or RFC 3339 time) or ``expires_in_seconds``:
+          a job not started by then ends ``dead`` ("expired: ...").
+        - ``deadline`` or ``deadline_in_seconds``: no attempt starts after it,
+          a running one is stopped at it, no retry past it.
+        - ``debounce``: ``{"key", "window_seconds", "mode": "replace" |
+          "extend", "max_wait_seconds"}``: submits of the key within the
+          window update one pending job; the answer is that job, with
+          ``"debounced": True`` when it was an earlier one.
+        - ``sequence``: a key (or ``{"key", "on_failure": "continue" |
+          "cancel"}``): the queue's jobs of one key run one at a time, in
+          submit order.
+        - ``tags``: up to 10 short tags, for the filters of the lists, the
+          dead letters, bulk actions and the history search.
+
         A submit with an idempotency key is safe to repeat, so it is also
         sent again after a broken connection."""
+        fields = dict(fields, **job_options(start_by=start_by, expires_in_seconds=expires_in_seconds,
+                                            deadline=deadline, deadline_in_seconds=deadline_in_seconds,
+                                            debounce=debounce, sequence=sequence, tags=tags))
         spec = self._spec(type, payload, queue, idempotency_key, fields)
         return self._json("POST", "/v1/jobs", spec, idempotent=idempotency_key is not None)
 
@@ -193,6 +240,26 @@ class Client:
             time.sleep(min(poll, left))
             poll = min(max_poll, poll * 1.5)
 
+    def logs_page(self, job_id: str, after: Optional[int] = None, limit: Optional[int] = None) -> JSON:
+        """One page of the job's log lines (``ctx.log`` in a handler), oldest
+        first, those after the line numbered ``after``: ``{"lines": [{"seq",
+        "at", "attempt", "level", "message", "fields"}], "dropped": n,
+        "next_after": seq}``. A job keeps its last lines up to a cap;
+        ``dropped`` counts those it let go."""
+        return self._json("GET", f"/v1/jobs/{_seg(job_id)}/logs", query={"after": after, "limit": limit})
+
+    def logs(self, job_id: str, after: int = 0) -> List[JSON]:
+        """Every log line of the job kept now (after ``after``), page after page."""
+        out: List[JSON] = []
+        while True:
+            page = self.logs_page(job_id, after=after or None, limit=1000)
+            lines = page.get("lines") or []
+            out.extend(lines)
+            nxt = int(page.get("next_after") or 0)
+            if not lines or nxt <= after:
+                return out
+            after = nxt
+
     def cancel(self, job_id: str) -> JSON:
         """Cancels a job that has not ended (an active one is stopped by its
         worker); 409 :class:`Conflict` in a final state."""
@@ -262,14 +329,20 @@ class Client:
         state: Optional[str] = None,
         created_from: Optional[str] = None,
         created_to: Optional[str] = None,
+        tag: Optional[str] = None,
+        payload: Optional[Mapping[str, Any]] = None,
         limit: Optional[int] = None,
         cursor: Optional[str] = None,
     ) -> JSON:
         """One page of the history search, newest first:
-        ``{"jobs": [...], "next_cursor": ""}``. Needs the history store (503
-        :class:`Unavailable` without one)."""
-        query = {"queue": queue, "type": type, "group": group, "state": state,
-                 "from": created_from, "to": created_to, "limit": limit, "cursor": cursor}
+        ``{"jobs": [...], "next_cursor": ""}``. ``tag`` keeps the jobs with
+        that tag; ``payload`` (``{"field": value}``) those whose payload's
+        top-level field has that value (compared as a string). Needs the
+        history store (503 :class:`Unavailable` without one)."""
+        query: Dict[str, Any] = {"queue": queue, "type": type, "group": group, "state": state,
+                                 "from": created_from, "to": created_to, "tag": tag, "limit": limit,
+                                 "cursor": cursor}
+        query.update(_payload_query(payload))
         return self._json("GET", "/v1/jobs", query=query)
 
     def search_all(self, **filters: Any) -> Iterator[JSON]:
@@ -301,10 +374,12 @@ class Client:
         """Resumes a paused queue (404 when unknown); answers its counts."""
         return self._json("POST", f"/v1/queues/{_seg(name)}/resume", idempotent=True)
 
-    def dead(self, name: str, limit: Optional[int] = None, cursor: Optional[str] = None) -> JSON:
-        """One page of a queue's dead jobs, newest first."""
+    def dead(self, name: str, limit: Optional[int] = None, cursor: Optional[str] = None,
+             tag: Optional[str] = None) -> JSON:
+        """One page of a queue's dead jobs, newest first (only those with
+        ``tag`` when given)."""
         return self._json("GET", f"/v1/queues/{_seg(name)}/dead",
-                                      query={"limit": limit, "cursor": cursor})
+                          query={"limit": limit, "cursor": cursor, "tag": tag})
 
     def retry_dead(self, name: str, ids: Optional[Sequence[str]] = None) -> int:
         """Queues a queue's dead jobs again (those named, or all); returns
@@ -318,20 +393,21 @@ class Client:
         return cast(int, self._json("DELETE", f"/v1/queues/{_seg(name)}/dead", body)["deleted"])
 
     def queue_jobs(self, name: str, *, state: Optional[str] = None, type: Optional[str] = None,
-                   priority: Optional[str] = None, limit: Optional[int] = None,
+                   priority: Optional[str] = None, tag: Optional[str] = None, limit: Optional[int] = None,
                    cursor: Optional[str] = None) -> JSON:
         """One page of a queue's live jobs in one state (queued by default),
-        read from Redis: ``{"jobs", "next_cursor"}``. With ``type`` or
-        ``priority`` a page may be short, even empty, while ``next_cursor``
-        says there is more: follow it."""
+        read from Redis: ``{"jobs", "next_cursor"}``. With ``type``,
+        ``priority`` or ``tag`` a page may be short, even empty, while
+        ``next_cursor`` says there is more: follow it."""
         return self._json("GET", f"/v1/queues/{_seg(name)}/jobs",
-                          query={"state": state, "type": type, "priority": priority, "limit": limit, "cursor": cursor})
+                          query={"state": state, "type": type, "priority": priority, "tag": tag, "limit": limit,
+                                 "cursor": cursor})
 
     def bulk(self, name: str, action: str, *, ids: Optional[Sequence[str]] = None,
              filter: Optional[Mapping[str, Any]] = None, to_queue: Optional[str] = None) -> JSON:
         """Retries, cancels, deletes or moves a selection of a queue's jobs
         on the server: the jobs named by ``ids``, or those ``filter``
-        matches (``state``, ``type``, ``error_contains``, ``since``).
+        matches (``state``, ``type``, ``tag``, ``error_contains``, ``since``).
         Returns the counts (``matched``, ``count``, ``scanned``). Safe to
         send again after an interruption (docs/api.md, "Bulk actions")."""
         body: Dict[str, Any] = {"action": action}
@@ -416,3 +492,34 @@ class Client:
             spec["idempotency_key"] = idempotency_key
         spec.update({k: v for k, v in fields.items() if v is not None})
         return spec
+
+
+def job_options(
+    *,
+    start_by: Optional[Time] = None,
+    expires_in_seconds: Optional[float] = None,
+    deadline: Optional[Time] = None,
+    deadline_in_seconds: Optional[float] = None,
+    debounce: Optional[Mapping[str, Any]] = None,
+    sequence: Union[str, Mapping[str, Any], None] = None,
+    tags: Optional[Sequence[str]] = None,
+) -> JSON:
+    """The job options of :meth:`Client.submit` as the API's spec fields, for
+    :meth:`Client.submit_many`, batches and workflows: times as RFC 3339, a
+    sequence key as ``{"key": key}``; unset ones left out."""
+    out: JSON = {}
+    if start_by is not None:
+        out["start_by"] = _rfc3339(start_by)
+    if expires_in_seconds is not None:
+        out["expires_in_seconds"] = expires_in_seconds
+    if deadline is not None:
+        out["deadline"] = _rfc3339(deadline)
+    if deadline_in_seconds is not None:
+        out["deadline_in_seconds"] = deadline_in_seconds
+    if debounce is not None:
+        out["debounce"] = dict(debounce)
+    if sequence is not None:
+        out["sequence"] = {"key": sequence} if isinstance(sequence, str) else dict(sequence)
+    if tags is not None:
+        out["tags"] = list(tags)
+    return out

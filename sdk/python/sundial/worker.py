@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
 from ._transport import ConnectionSlot, Transport
 from .client import DEFAULT_URL, JSON
 from .durable import Durable, wake_time
+from .joblog import JobLog
 from .errors import (ApiError, Cancel, Conflict, InvalidArgument, LeaseLost, NoRetry, Parked, RetryAfter, Snooze,
                      SundialError, TransportError)
 
@@ -52,6 +53,9 @@ class JobContext:
             the heartbeats do; ``is_set()`` and ``wait()`` also compare the
             clock with that bound first, so a handler resumed after a pause
             sees it before it can act.
+        log: the job's logger (:class:`sundial.joblog.JobLog`):
+            ``ctx.log.info("charged", amount=42)``; the lines are kept with
+            the job, sent every 200 ms and before the attempt's outcome.
     """
 
     def __init__(self, job: JSON, token: str, ttl: float, attempt: "_Attempt") -> None:
@@ -67,6 +71,7 @@ class JobContext:
         self.cancelled: threading.Event = _LeaseEvent(attempt.expired)
         self._attempt = attempt
         self._durable = Durable(attempt)
+        self.log = JobLog(attempt.worker, attempt)
 
     @property
     def lease_lost(self) -> bool:
@@ -566,6 +571,9 @@ class Worker:
                 kind, outcome = "park", {"delay_seconds": parked.delay_seconds}
                 if parked.signal:
                     outcome["signal"] = parked.signal
+            # The attempt's last log lines go before its outcome: once the
+            # outcome landed, the attempt's token no longer takes them.
+            ctx.log.close(send=not (att.expired() or att.abandoned))
             if att.expired() or att.abandoned:
                 log.info("job %s: %s; its outcome is not reported", ctx.id, att.lost_reason)
                 return
@@ -573,6 +581,7 @@ class Worker:
                 outcome.update(token=ctx.token, worker_id=self.worker_id)
                 self._report(att, kind, outcome)
         finally:
+            ctx.log.close(send=False)
             att.done.set()
             with self._cond:
                 if self._running.get(ctx.id) is att:

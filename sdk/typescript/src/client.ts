@@ -9,6 +9,8 @@ import {
   type Job,
   type JobEvent,
   type JobEventList,
+  type JobLogPage,
+  type JobLogLine,
   type JobPage,
   type JobSpec,
   type Limit,
@@ -49,6 +51,24 @@ export type EventsQuery = NonNullable<operations['jobEvents']['parameters']['que
 /** The filters of the history search (GET /v1/jobs), from the OpenAPI document. */
 export type SearchQuery = NonNullable<operations['searchJobs']['parameters']['query']>;
 
+/** The history search's filters and payload: {field: value} for the
+ * payload.<field>=<value> parameters (a top-level payload field's value,
+ * compared as a string). */
+export type SearchFilters = SearchQuery & { payload?: Record<string, unknown> };
+
+/** What Client.logsPage takes: the lines after the line numbered after, at most limit (1..1000). */
+export interface LogsQuery {
+  after?: number;
+  limit?: number;
+}
+
+function searchParams(query: SearchFilters): Record<string, string | number | boolean | readonly string[] | undefined | null> {
+  const { payload, ...rest } = query;
+  const out: Record<string, string | number | boolean | readonly string[] | undefined | null> = { ...(rest as Record<string, string | number | undefined>) };
+  for (const [k, v] of Object.entries(payload ?? {})) out[`payload.${k}`] = typeof v === 'string' ? v : JSON.stringify(v);
+  return out;
+}
+
 /** The filters of a queue's live jobs (GET /v1/queues/{q}/jobs), from the OpenAPI document. */
 export type QueueJobsQuery = NonNullable<operations['listQueueJobs']['parameters']['query']>;
 
@@ -73,7 +93,18 @@ export class Client {
   /** Submits one job and resolves with it (with an idempotency key seen in
    * the queue within 24 h: the earlier job). A submit with an idempotency
    * key is safe to repeat, so it is also sent again after a broken
-   * connection. */
+   * connection.
+   *
+   * The job's options (docs/api.md): start_by (an RFC 3339 time) or
+   * expires_in_seconds: a job not started by then ends dead ("expired:
+   * ..."); deadline or deadline_in_seconds: no attempt starts after it, a
+   * running one is stopped at it, no retry past it; debounce {key,
+   * window_seconds, mode: replace | extend, max_wait_seconds}: submits of the
+   * key within the window update one pending job, answered with debounced:
+   * true; sequence {key, on_failure: continue | cancel}: the queue's jobs of
+   * one key run one at a time, in submit order; tags: up to 10, for the
+   * filters of the lists, the dead letters, bulk actions and the history
+   * search. */
   async submit(spec: JobSpec, opts: CallOptions = {}): Promise<Job> {
     const idempotent = Boolean(spec.idempotency_key);
     return (await this.transport.request<Job>('POST', '/v1/jobs', { body: spec, idempotent, ...opts })).body;
@@ -170,6 +201,25 @@ export class Client {
     }
   }
 
+  /** One page of the job's log lines (ctx.log in a handler), oldest first,
+   * those after the line numbered after: {lines, dropped, next_after}. A job
+   * keeps its last lines up to a cap; dropped counts those it let go. */
+  async logsPage(id: string, query: LogsQuery = {}, opts: CallOptions = {}): Promise<JobLogPage> {
+    return (await this.transport.request<JobLogPage>('GET', `/v1/jobs/${seg(id)}/logs`, { query: { ...query }, ...opts })).body;
+  }
+
+  /** Every log line of the job kept now (after the line numbered after), page after page. */
+  async logs(id: string, after = 0, opts: CallOptions = {}): Promise<JobLogLine[]> {
+    const out: JobLogLine[] = [];
+    for (;;) {
+      const page = await this.logsPage(id, after > 0 ? { after, limit: 1000 } : { limit: 1000 }, opts);
+      out.push(...page.lines);
+      const next = page.next_after ?? 0;
+      if (page.lines.length === 0 || next <= after) return out;
+      after = next;
+    }
+  }
+
   /** Cancels a job that has not ended (an active one is stopped by its
    * worker); ConflictError in a final state. */
   async cancel(id: string, opts: CallOptions = {}): Promise<Job> {
@@ -229,14 +279,15 @@ export class Client {
     return out;
   }
 
-  /** One page of the history search, newest first. Needs the history store
-   * (UnavailableError without one). */
-  async search(query: SearchQuery = {}, opts: CallOptions = {}): Promise<JobPage> {
-    return (await this.transport.request<JobPage>('GET', '/v1/jobs', { query: { ...query }, ...opts })).body;
+  /** One page of the history search, newest first; tag keeps the jobs with
+   * that tag, payload ({field: value}) those whose payload's top-level field
+   * has that value. Needs the history store (UnavailableError without one). */
+  async search(query: SearchFilters = {}, opts: CallOptions = {}): Promise<JobPage> {
+    return (await this.transport.request<JobPage>('GET', '/v1/jobs', { query: searchParams(query), ...opts })).body;
   }
 
   /** Every job the search finds, page after page. */
-  async *searchAll(query: Omit<SearchQuery, 'cursor'> = {}, opts: CallOptions = {}): AsyncGenerator<Job, void, undefined> {
+  async *searchAll(query: Omit<SearchFilters, 'cursor'> = {}, opts: CallOptions = {}): AsyncGenerator<Job, void, undefined> {
     let cursor: string | undefined;
     do {
       const page: JobPage = await this.search(cursor ? { ...query, cursor } : query, opts);
@@ -267,8 +318,8 @@ export class Client {
     return (await this.transport.request<QueueStats>('POST', `/v1/queues/${seg(name)}/resume`, { idempotent: true, ...opts })).body;
   }
 
-  /** One page of a queue's dead jobs, newest first. */
-  async dead(name: string, page: { limit?: number; cursor?: string } = {}, opts: CallOptions = {}): Promise<JobPage> {
+  /** One page of a queue's dead jobs, newest first (only those with tag when given). */
+  async dead(name: string, page: { limit?: number; cursor?: string; tag?: string } = {}, opts: CallOptions = {}): Promise<JobPage> {
     return (await this.transport.request<JobPage>('GET', `/v1/queues/${seg(name)}/dead`, { query: { ...page }, ...opts })).body;
   }
 
@@ -285,7 +336,7 @@ export class Client {
   }
 
   /** One page of a queue's live jobs in one state (queued by default),
-   * read from Redis. With a type or priority filter a page may be short,
+   * read from Redis. With a type, priority or tag filter a page may be short,
    * even empty, while next_cursor says there is more: follow it. */
   async queueJobs(name: string, query: QueueJobsQuery = {}, opts: CallOptions = {}): Promise<JobPage> {
     return (await this.transport.request<JobPage>('GET', `/v1/queues/${seg(name)}/jobs`, { query: { ...query }, ...opts })).body;

@@ -1,7 +1,7 @@
 // Sundial's TypeScript SDK: a client of the REST API and a worker that runs
 // jobs over the HTTP worker protocol. Node 18+, the global fetch, no
 // runtime dependencies.
-export { Client, type CallOptions, type EventsQuery, type SearchQuery, type WaitOptions } from './client.js';
+export { Client, type CallOptions, type EventsQuery, type LogsQuery, type SearchFilters, type SearchQuery, type WaitOptions } from './client.js';
 export {
   ApiError,
   apiError,
@@ -31,6 +31,7 @@ export {
   type ErrorCode,
 } from './errors.js';
 export { MAX_STEP_BYTES, type StepOptions, type WaitSignalOptions } from './durable.js';
+export { LOG_FLUSH_MS, MAX_LOG_FIELDS, MAX_LOG_LINES_PER_CALL, MAX_LOG_MESSAGE_BYTES, type JobLogger, type LogFields, type LogLevel } from './joblog.js';
 export { DEFAULT_URL, parseRetryAfter, Transport, type Answer, type RequestOptions, type TransportOptions } from './transport.js';
 export * from './types.js';
 export { consoleLogger, Worker, type Handler, type JobContext, type Logger, type WorkerOptions } from './worker.js';

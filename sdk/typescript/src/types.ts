@@ -72,6 +72,23 @@ export type ParkRequest = operations['parkJob']['requestBody']['content']['appli
 /** What a signal became: status delivered, duplicate or (by key) pending, and job_id. */
 export type SignalResult = operations['signalJob']['responses'][200]['content']['application/json'];
 
+/** One line of a job's log (GET /v1/jobs/{id}/logs). */
+export interface JobLogLine {
+  seq: number;
+  at: string;
+  attempt: number;
+  level: 'debug' | 'info' | 'warn' | 'error';
+  message: string;
+  fields?: Record<string, string>;
+}
+/** A page of a job's log: its lines, how many the job dropped (past its
+ * cap), and the seq to read after next. */
+export interface JobLogPage {
+  lines: JobLogLine[];
+  dropped: number;
+  next_after: number;
+}
+
 export type { components, operations, paths } from './openapi.js';
 
 /** The states a job does not leave on its own. */

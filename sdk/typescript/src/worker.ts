@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { Durable, type StepOptions, type WaitSignalOptions } from './durable.js';
 import { ApiError, Cancel, ConflictError, InvalidArgumentError, LeaseLostError, NoRetry, Parked, RetryAfter, Snooze, TransportError } from './errors.js';
+import { JobLog, type JobLogger } from './joblog.js';
 import { isTransient, sleep, Transport, type TransportOptions } from './transport.js';
 import type { ClaimedJob, Job } from './types.js';
 
@@ -39,6 +40,11 @@ export interface JobContext<P = unknown> {
   progress(percent: number, message?: string): Promise<void>;
   /** Throws LeaseLostError when the job must stop. */
   check(): void;
+  /** The job's logger: ctx.log.info('charged', { amount: 42 }). Levels
+   * debug, info, warn, error, a message and a few fields; the lines are
+   * kept with the job, sent every 200 ms and before the attempt's outcome,
+   * without ever waiting on the network. */
+  readonly log: JobLogger;
 
   // Durable execution (docs/durable.md)
 
@@ -175,6 +181,7 @@ class Attempt {
   guard: ReturnType<typeof setTimeout> | undefined;
   finished: Promise<void> = Promise.resolve();
   readonly durable: Durable;
+  readonly logs: JobLog;
 
   constructor(
     worker: Worker,
@@ -186,6 +193,14 @@ class Attempt {
     this.ttlMs = (lease.ttl_seconds || 15) * 1000;
     this.path = `/v1/jobs/${encodeURIComponent(job.id)}`;
     this.renewedAt = claimSent;
+    this.logs = new JobLog({
+      path: this.path,
+      token: lease.token,
+      ttlMs: this.ttlMs,
+      transport: worker.transport,
+      live: () => !this.lost && !this.abandoned,
+      warn: (m) => this.log.warn(`job ${job.id}: ${m}`),
+    });
     this.ctx = {
       id: job.id,
       type: job.type,
@@ -205,6 +220,7 @@ class Attempt {
       check: (): void => {
         if (this.expired() || this.controller.signal.aborted) throw this.lostError();
       },
+      log: this.logs,
       step: (name, fn, opts) => this.durable.step(name, fn, opts),
       sleep: (ms) => this.durable.sleepUntil(Date.now() + ms),
       sleepUntil: (when) => this.durable.sleepUntil(when instanceof Date ? when.getTime() : when),
@@ -550,12 +566,16 @@ export class Worker {
         kind = 'park';
         body = parked.signal ? { delay_seconds: parked.delaySeconds, signal: parked.signal } : { delay_seconds: parked.delaySeconds };
       }
+      // The attempt's last log lines go before its outcome: once the outcome
+      // landed, the attempt's token no longer takes them.
+      await att.logs.close(!(att.expired() || att.abandoned));
       if (att.expired() || att.abandoned || !kind) {
         this.log.info(`job ${ctx.id}: ${att.lostReason || 'lease lost'}; its outcome is not reported`);
         return;
       }
       await this.report(att, kind, { ...body, token: ctx.token, worker_id: this.workerId });
     } finally {
+      await att.logs.close(false);
       att.done = true;
       att.stopBeating();
       if (this.attempts.get(ctx.id) === att) this.attempts.delete(ctx.id);
