@@ -13,7 +13,7 @@ import (
 // runJobs handles "sundial jobs SUBCOMMAND".
 func runJobs(ctx context.Context, a *app, args []string) error {
 	if len(args) == 0 {
-		return usagef("jobs: give a subcommand: submit, get, list, wait, cancel, retry, signal or bulk")
+		return usagef("jobs: give a subcommand: submit, get, list, wait, logs, cancel, retry, signal or bulk")
 	}
 	sub, args := args[0], args[1:]
 	switch sub {
@@ -33,6 +33,8 @@ func runJobs(ctx context.Context, a *app, args []string) error {
 		return jobsSignal(ctx, a, args)
 	case "bulk":
 		return jobsBulk(ctx, a, args)
+	case "logs":
+		return jobsLogs(ctx, a, args)
 	}
 	return usagef("jobs: unknown subcommand %q", sub)
 }
@@ -52,6 +54,18 @@ func jobsSubmit(ctx context.Context, a *app, args []string) error {
 	fs.String("idempotency-key", "", "the same `key` in the same queue within 24 h submits nothing new")
 	fs.String("depends-on", "", "comma-separated job `ids` that must succeed first")
 	fs.String("group", "", "fairness `group` (a tenant): groups take turns within a priority")
+	fs.String("start-by", "", "expire the job (dead, \"expired: ...\") unless it starts by this RFC 3339 `time`")
+	fs.Float64("expires-in", 0, "expire the job unless it starts within this many `seconds`")
+	fs.String("deadline", "", "no attempt starts after this RFC 3339 `time`; a running one is stopped at it; no retry past it")
+	fs.Float64("deadline-in", 0, "the deadline this many `seconds` from now")
+	fs.String("debounce", "", "debounce `key`: submits of the key within the window update one pending job")
+	fs.Float64("debounce-window", 0, "with --debounce: the window in `seconds` (required)")
+	fs.String("debounce-mode", "", "with --debounce: `replace` (the payload; default) or extend (the run time)")
+	fs.Float64("debounce-max-wait", 0, "with --debounce: the longest wait after the first submit, `seconds`")
+	fs.String("sequence", "", "sequence `key`: the queue's jobs of the key run one at a time, in submit order")
+	fs.String("sequence-on-failure", "", "with --sequence: `continue` (default) or cancel the jobs behind one that ends dead or cancelled")
+	var tags listFlag
+	fs.Var(&tags, "tag", "a `tag` of the job (repeatable, or comma-separated; at most 10)")
 	pos, err := parse(fs, args, false)
 	if err != nil {
 		return err
@@ -66,9 +80,30 @@ func jobsSubmit(ctx context.Context, a *app, args []string) error {
 		}
 	}
 	var bad error
+	debounce, sequence := map[string]any{}, map[string]any{}
 	fs.Visit(func(f *flag.Flag) {
 		v := f.Value.String()
 		switch f.Name {
+		case "start-by", "deadline":
+			doc[strings.ReplaceAll(f.Name, "-", "_")] = v
+		case "expires-in":
+			doc["expires_in_seconds"] = json.Number(v)
+		case "deadline-in":
+			doc["deadline_in_seconds"] = json.Number(v)
+		case "debounce":
+			debounce["key"] = v
+		case "debounce-window":
+			debounce["window_seconds"] = json.Number(v)
+		case "debounce-mode":
+			debounce["mode"] = v
+		case "debounce-max-wait":
+			debounce["max_wait_seconds"] = json.Number(v)
+		case "sequence":
+			sequence["key"] = v
+		case "sequence-on-failure":
+			sequence["on_failure"] = v
+		case "tag":
+			doc["tags"] = []string(tags)
 		case "type", "queue", "priority", "idempotency-key", "group":
 			doc[strings.ReplaceAll(f.Name, "-", "_")] = v
 		case "run-at":
@@ -91,14 +126,29 @@ func jobsSubmit(ctx context.Context, a *app, args []string) error {
 	if bad != nil {
 		return bad
 	}
+	if len(debounce) > 0 {
+		if debounce["key"] == nil {
+			return usagef("--debounce-window, --debounce-mode and --debounce-max-wait go with --debounce KEY")
+		}
+		doc["debounce"] = debounce
+	}
+	if len(sequence) > 0 {
+		if sequence["key"] == nil {
+			return usagef("--sequence-on-failure goes with --sequence KEY")
+		}
+		doc["sequence"] = sequence
+	}
 	var j jobView
 	status, raw, err := a.client().do(ctx, "POST", "/v1/jobs", doc, &j)
 	if err != nil || a.opts.json {
 		return jsonOr(a, raw, err)
 	}
-	if status == 200 {
+	switch {
+	case j.Debounced:
+		fmt.Fprintf(a.env.stdout, "debounced into pending job %s\n", j.ID)
+	case status == 200:
 		fmt.Fprintf(a.env.stdout, "an earlier job has the same idempotency key; nothing new submitted\n")
-	} else {
+	default:
 		fmt.Fprintf(a.env.stdout, "submitted job %s\n", j.ID)
 	}
 	printJob(a.env.stdout, &j)
@@ -134,6 +184,28 @@ func printJob(w io.Writer, j *jobView) {
 	row(t, "Priority:", j.Priority)
 	row(t, "Attempts:", j.attempts())
 	row(t, "Run at:", showTime(j.RunAt))
+	if j.StartBy != nil {
+		row(t, "Start by:", showTime(j.StartBy))
+	}
+	if j.Deadline != nil {
+		row(t, "Deadline:", showTime(j.Deadline))
+	}
+	if j.DebounceKey != "" {
+		row(t, "Debounce key:", j.DebounceKey)
+	}
+	if sq := j.Sequence; sq != nil {
+		v := sq.Key
+		if sq.OnFailure != "" {
+			v += " (on failure: " + sq.OnFailure + ")"
+		}
+		row(t, "Sequence:", v)
+	}
+	if len(j.Tags) > 0 {
+		row(t, "Tags:", strings.Join(j.Tags, ", "))
+	}
+	if j.HeldBack != nil && j.State == "waiting" {
+		row(t, "Held back:", j.HeldBack.Message)
+	}
 	row(t, "Created:", showTime(j.CreatedAt))
 	if j.StartedAt != nil {
 		row(t, "Started:", showTime(j.StartedAt))
@@ -152,6 +224,13 @@ func printJob(w io.Writer, j *jobView) {
 	}
 	if j.LastError != "" {
 		row(t, "Last error:", j.LastError)
+	}
+	if l := j.Logs; l != nil && (l.Lines > 0 || l.Dropped > 0) {
+		v := plural(l.Lines, "line") + " (sundial jobs logs " + j.ID + ")"
+		if l.Dropped > 0 {
+			v += fmt.Sprintf(", %d older dropped", l.Dropped)
+		}
+		row(t, "Logs:", v)
 	}
 	if d := j.Durable; d != nil {
 		for _, st := range d.Steps {

@@ -20,6 +20,7 @@ func jobsList(ctx context.Context, a *app, args []string) error {
 	state := fs.String("state", "queued", "`state`: queued, scheduled, waiting, active or dead")
 	typ := fs.String("type", "", "only jobs of this `type`")
 	prio := fs.String("priority", "", "only jobs of this `priority`")
+	tag := fs.String("tag", "", "only jobs with this `tag`")
 	limit := fs.Int("limit", 50, "jobs per page, 1-500")
 	cursor := fs.String("cursor", "", "the `cursor` printed by the previous page")
 	pos, err := parse(fs, args, false)
@@ -30,7 +31,7 @@ func jobsList(ctx context.Context, a *app, args []string) error {
 		return usagef("jobs list takes one argument: the queue name")
 	}
 	v := url.Values{"state": {*state}, "limit": {strconv.Itoa(*limit)}}
-	for name, val := range map[string]string{"type": *typ, "priority": *prio, "cursor": *cursor} {
+	for name, val := range map[string]string{"type": *typ, "priority": *prio, "tag": *tag, "cursor": *cursor} {
 		if val != "" {
 			v.Set(name, val)
 		}
@@ -44,9 +45,9 @@ func jobsList(ctx context.Context, a *app, args []string) error {
 		return jsonOr(a, raw, err)
 	}
 	w := newTable(a.env.stdout)
-	row(w, "ID", "TYPE", "PRIORITY", "ATTEMPTS", "RUN AT", "WORKER", "LAST ERROR")
+	row(w, "ID", "TYPE", "PRIORITY", "ATTEMPTS", "RUN AT", "WORKER", "TAGS", "LAST ERROR")
 	for _, j := range page.Jobs {
-		row(w, j.ID, j.Type, j.Priority, j.attempts(), showTime(j.RunAt), orDash(j.WorkerID), oneLine(j.LastError))
+		row(w, j.ID, j.Type, j.Priority, j.attempts(), showTime(j.RunAt), orDash(j.WorkerID), orDash(strings.Join(j.Tags, ",")), oneLine(j.LastError))
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -164,6 +165,7 @@ func jobsBulk(ctx context.Context, a *app, args []string) error {
 	fs := a.flags("jobs bulk " + action)
 	state := fs.String("state", "", "filter: the jobs' `state` (dead; cancel: queued, scheduled or waiting)")
 	typ := fs.String("type", "", "filter: only jobs of this `type`")
+	tag := fs.String("tag", "", "filter: only jobs with this `tag`")
 	errText := fs.String("error-contains", "", "filter: only jobs whose last error contains this `text`")
 	since := fs.String("since", "", "filter: only jobs that died (or were created) at or after this RFC 3339 `time`, or this long ago (1h)")
 	to := fs.String("to", "", "move: the `queue` the jobs go to")
@@ -181,13 +183,13 @@ func jobsBulk(ctx context.Context, a *app, args []string) error {
 		body["to_queue"] = *to
 	}
 	if len(ids) > 0 {
-		if *state != "" || *typ != "" || *errText != "" || *since != "" {
+		if *state != "" || *typ != "" || *tag != "" || *errText != "" || *since != "" {
 			return usagef("jobs bulk: give job ids or filter flags, not both")
 		}
 		body["ids"] = ids
 	} else {
 		filter := map[string]any{}
-		for name, v := range map[string]string{"state": *state, "type": *typ, "error_contains": *errText} {
+		for name, v := range map[string]string{"state": *state, "type": *typ, "tag": *tag, "error_contains": *errText} {
 			if v != "" {
 				filter[name] = v
 			}
@@ -199,8 +201,8 @@ func jobsBulk(ctx context.Context, a *app, args []string) error {
 			}
 			filter["since"] = t.UTC().Format(time.RFC3339Nano)
 		}
-		if action != "retry" && *typ == "" && *errText == "" && *since == "" && !*yes {
-			return usagef("jobs bulk %s without ids or a --type, --error-contains or --since filter acts on every such job of %s: add --yes", action, q)
+		if action != "retry" && *typ == "" && *tag == "" && *errText == "" && *since == "" && !*yes {
+			return usagef("jobs bulk %s without ids or a --type, --tag, --error-contains or --since filter acts on every such job of %s: add --yes", action, q)
 		}
 		body["filter"] = filter
 	}

@@ -59,12 +59,13 @@ func runDead(ctx context.Context, a *app, args []string) error {
 	sub, args := args[0], args[1:]
 	fs := a.flags("dead " + sub)
 	var limit *int
-	var cursor *string
+	var cursor, tag *string
 	var yes *bool
 	switch sub {
 	case "list":
 		limit = fs.Int("limit", 50, "jobs per page, 1-500")
 		cursor = fs.String("cursor", "", "the `cursor` printed by the previous page")
+		tag = fs.String("tag", "", "only dead jobs with this `tag`")
 	case "retry":
 	case "purge":
 		yes = fs.Bool("yes", false, "confirm purging every dead job of the queue (needed without ids)")
@@ -84,7 +85,7 @@ func runDead(ctx context.Context, a *app, args []string) error {
 		if len(ids) > 0 {
 			return usagef("dead list takes one argument: the queue name")
 		}
-		return deadList(ctx, a, base, *limit, *cursor)
+		return deadList(ctx, a, base, *limit, *cursor, *tag)
 	}
 	var body any
 	if len(ids) > 0 {
@@ -106,10 +107,13 @@ func runDead(ctx context.Context, a *app, args []string) error {
 }
 
 // deadList prints one page of dead letters.
-func deadList(ctx context.Context, a *app, base string, limit int, cursor string) error {
+func deadList(ctx context.Context, a *app, base string, limit int, cursor, tag string) error {
 	v := url.Values{"limit": {strconv.Itoa(limit)}}
 	if cursor != "" {
 		v.Set("cursor", cursor)
+	}
+	if tag != "" {
+		v.Set("tag", tag)
 	}
 	var page struct {
 		Jobs       []jobView `json:"jobs"`
@@ -120,9 +124,9 @@ func deadList(ctx context.Context, a *app, base string, limit int, cursor string
 		return jsonOr(a, raw, err)
 	}
 	w := newTable(a.env.stdout)
-	row(w, "ID", "TYPE", "ATTEMPTS", "DIED", "LAST ERROR")
+	row(w, "ID", "TYPE", "ATTEMPTS", "DIED", "TAGS", "LAST ERROR")
 	for _, j := range page.Jobs {
-		row(w, j.ID, j.Type, j.attempts(), showTime(j.FinishedAt), oneLine(j.LastError))
+		row(w, j.ID, j.Type, j.attempts(), showTime(j.FinishedAt), orDash(strings.Join(j.Tags, ",")), oneLine(j.LastError))
 	}
 	if err := w.Flush(); err != nil {
 		return err

@@ -63,7 +63,24 @@ type jobView struct {
 	WorkerID    string          `json:"worker_id"`
 	Result      json.RawMessage `json:"result"`
 	LastError   string          `json:"last_error"`
-	Durable     *struct {
+	StartBy     *time.Time      `json:"start_by"`
+	Deadline    *time.Time      `json:"deadline"`
+	DebounceKey string          `json:"debounce_key"`
+	Debounced   bool            `json:"debounced"`
+	Sequence    *struct {
+		Key       string `json:"key"`
+		OnFailure string `json:"on_failure"`
+	} `json:"sequence"`
+	Tags     []string `json:"tags"`
+	HeldBack *struct {
+		Reason  string `json:"reason"`
+		Message string `json:"message"`
+	} `json:"held_back"`
+	Logs *struct {
+		Lines   int `json:"lines"`
+		Dropped int `json:"dropped"`
+	} `json:"logs"`
+	Durable *struct {
 		Steps []struct {
 			Seq    int             `json:"seq"`
 			Name   string          `json:"name"`
