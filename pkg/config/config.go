@@ -63,6 +63,9 @@ type Config struct {
 	WorkerID          string
 	History           bool
 	HistoryRetention  time.Duration
+	// AuditRetention is how long the audit log keeps a record
+	// (SUNDIAL_AUDIT_RETENTION).
+	AuditRetention time.Duration
 	// OutboxPostgresURL is the database whose outbox the poller relays
 	// (SUNDIAL_OUTBOX_POSTGRES_URL); empty for none.
 	OutboxPostgresURL string
@@ -114,7 +117,7 @@ var Vars = []Var{
 		return nil
 	}},
 	{"SUNDIAL_HTTP_ADDR", "127.0.0.1:8080", "API listen address host:port", false, addrVar(func(c *Config, v string) { c.HTTPAddr = v })},
-	{"SUNDIAL_API_KEYS", "", "comma-separated bearer API keys, each <key> (every scope) or <key>:<scope>+<scope> with scopes submit, work (the HTTP worker protocol) and admin (implies both); every key may read; empty = open API (development only)", true, func(c *Config, v string) error {
+	{"SUNDIAL_API_KEYS", "", "comma-separated bearer API keys, each <key> (every scope) or <key>:<scope>+<scope> with scopes submit, work (the HTTP worker protocol) and admin (implies both), optionally followed by @<pattern>|<pattern> to limit the key to queues matching those patterns (billing-*); every key may read; empty = open API (development only)", true, func(c *Config, v string) error {
 		c.APIKeys = splitList(v)
 		return nil
 	}},
@@ -193,6 +196,7 @@ var Vars = []Var{
 		return nil
 	}},
 	{"SUNDIAL_HISTORY_RETENTION", "720h", "how long MongoDB keeps job records and events (TTL index; a janitor on FerretDB)", false, durVar(time.Hour, 100*365*24*time.Hour, func(c *Config, d time.Duration) { c.HistoryRetention = d })},
+	{"SUNDIAL_AUDIT_RETENTION", "2160h", "api: how long the audit log (who changed what, refused attempts; collection audit of the history store) keeps a record (TTL index; a janitor on FerretDB); with SUNDIAL_HISTORY=off the records go to the API's log", false, durVar(time.Hour, 100*365*24*time.Hour, func(c *Config, d time.Duration) { c.AuditRetention = d })},
 	{"SUNDIAL_OUTBOX_POSTGRES_URL", "", "poller: relay the sundialpg outbox of this PostgreSQL database (postgres:// URL or key=value DSN) to Redis; empty = no relay (docs/outbox.md)", true, func(c *Config, v string) error {
 		c.OutboxPostgresURL = v
 		return nil

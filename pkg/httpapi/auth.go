@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+	"github.com/sundialhq/sundial/pkg/access"
+	"github.com/sundialhq/sundial/pkg/audit"
 )
 
 // Scopes an API key may be limited to (SUNDIAL_API_KEYS entries
@@ -26,30 +28,44 @@ type authenticator struct {
 	// ids are the rate-limit identities of the keys: derived digests, so
 	// that no key appears in a Redis key name.
 	ids []string
+	// keyIDs name the keys in the audit log (audit.KeyID).
+	keyIDs []string
 	// scopes of each key; nil means every scope.
 	scopes []map[string]bool
+	// queues each key is limited to (the zero Patterns: every queue).
+	queues []access.Patterns
 }
 
 func newAuthenticator(keys []string) *authenticator {
 	a := &authenticator{}
 	for _, entry := range keys {
-		k, scopes := parseKey(entry)
+		k, scopes, queues := parseKey(entry)
 		a.digests = append(a.digests, sha256.Sum256([]byte(k)))
 		id := sha256.Sum256([]byte("sundial rate limit\x00" + k))
 		a.ids = append(a.ids, "key:"+hex.EncodeToString(id[:16]))
+		a.keyIDs = append(a.keyIDs, audit.KeyID(k))
 		a.scopes = append(a.scopes, scopes)
+		a.queues = append(a.queues, queues)
 	}
 	return a
 }
 
-// parseKey splits a SUNDIAL_API_KEYS entry into the key and its scopes:
-// "s3cret:submit+work" → "s3cret", {submit, work}. An entry whose part
+// parseKey splits a SUNDIAL_API_KEYS entry into the key, its scopes and
+// its queue patterns: "s3cret:submit+work@billing-*|ops-*" → "s3cret",
+// {submit, work}, billing-*|ops-*. An entry whose part after the last '@'
+// is not a list of queue patterns has no queue limit, and one whose part
 // after the last ':' is not a list of scope names is a key with every
 // scope (so keys may contain ':').
-func parseKey(entry string) (string, map[string]bool) {
+func parseKey(entry string) (string, map[string]bool, access.Patterns) {
+	var queues access.Patterns
+	if i := strings.LastIndexByte(entry, '@'); i > 0 {
+		if p, err := access.Parse(entry[i+1:]); err == nil {
+			entry, queues = entry[:i], p
+		}
+	}
 	i := strings.LastIndexByte(entry, ':')
 	if i <= 0 {
-		return entry, nil
+		return entry, nil, queues
 	}
 	scopes := map[string]bool{}
 	for _, s := range strings.Split(entry[i+1:], "+") {
@@ -57,20 +73,39 @@ func parseKey(entry string) (string, map[string]bool) {
 		case scopeSubmit, scopeWork, scopeAdmin:
 			scopes[s] = true
 		default:
-			return entry, nil
+			return entry, nil, queues
 		}
 	}
-	return entry[:i], scopes
+	return entry[:i], scopes, queues
 }
 
-// allows reports whether key i may use a route of scope.
-func (a *authenticator) allows(i int, scope string) bool {
-	s := a.scopes[i]
-	return scope == scopeRead || s == nil || s[scopeAdmin] || s[scope]
+// principal is who a request acts as: its actor for the audit log, the
+// scopes it may use and the queues it may see.
+type principal struct {
+	actor  audit.Actor
+	scopes map[string]bool // nil: every scope
+	queues access.Patterns // the zero value: every queue
 }
 
-// keyIndex is the gin context key of the matched API key's index.
-const keyIndex = "sundial.key"
+// allows reports whether p may use a route of scope.
+func (p *principal) allows(scope string) bool {
+	return scope == scopeRead || p.scopes == nil || p.scopes[scopeAdmin] || p.scopes[scope]
+}
+
+// ctxPrincipal is the gin context key of the request's *principal.
+const ctxPrincipal = "sundial.principal"
+
+// principalOf returns the request's principal; an anonymous one with every
+// scope when the API is open.
+func principalOf(c *gin.Context) *principal {
+	if v, ok := c.Get(ctxPrincipal); ok {
+		return v.(*principal)
+	}
+	return &principal{actor: audit.Actor{Kind: audit.ActorAnonymous, IP: c.ClientIP()}}
+}
+
+// actorOf returns the request's actor for the audit log.
+func actorOf(c *gin.Context) audit.Actor { return principalOf(c).actor }
 
 // requireScope refuses a request whose key lacks scope with 403.
 func (s *Server) requireScope(scope string) gin.HandlerFunc {
@@ -78,9 +113,10 @@ func (s *Server) requireScope(scope string) gin.HandlerFunc {
 		if s.auth.open() {
 			return
 		}
-		if i, ok := c.Get(keyIndex); ok && s.auth.allows(i.(int), scope) {
+		if p, ok := c.Get(ctxPrincipal); ok && p.(*principal).allows(scope) {
 			return
 		}
+		c.Set(ctxAuditDetail, "lacks the "+scope+" scope")
 		fail(c, &apiError{Status: http.StatusForbidden, Code: codePermissionDenied,
 			Message: "this API key lacks the " + scope + " scope"})
 	}
@@ -148,7 +184,10 @@ func (s *Server) guard(c *gin.Context) {
 		presented := presentedKey(c.Request, c.FullPath() == streamPath)
 		if i := s.auth.match(presented); i >= 0 {
 			identity = s.auth.ids[i]
-			c.Set(keyIndex, i)
+			c.Set(ctxPrincipal, &principal{
+				actor:  audit.Actor{Kind: audit.ActorKey, ID: s.auth.keyIDs[i], IP: c.ClientIP()},
+				scopes: s.auth.scopes[i], queues: s.auth.queues[i],
+			})
 		} else {
 			identity = "anon:" + c.ClientIP()
 			authErr = errBadKey
@@ -162,6 +201,8 @@ func (s *Server) guard(c *gin.Context) {
 	}
 	if authErr != nil {
 		fail(c, authErr)
+		c.Set(ctxAuditDetail, authErr.Error())
+		s.record(c, "auth.refused", auditTarget(c), http.StatusUnauthorized)
 		return
 	}
 	c.Next()

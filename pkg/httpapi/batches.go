@@ -87,13 +87,13 @@ func (s *Server) batchRoutes() []route {
 		}},
 		{http.MethodPost, "/v1/batches/:id/cancel", s.cancelBatch, operation{
 			Long: true,
-			ID:   "cancelBatch", Tag: "batches", Summary: "Cancel a batch whole", Scope: scopeSubmit,
+			ID:   "cancelBatch", Audit: "batch.cancel", Tag: "batches", Summary: "Cancel a batch whole", Scope: scopeSubmit,
 			Description: "Seals the batch and cancels every member that has not ended (their dependents too); on_complete then fires, on_success does not. Sending it again is harmless.",
 			Status:      http.StatusOK, Response: cancelledCount{}, Errors: []int{404, 503},
 		}},
 		{http.MethodPost, "/v1/batches/:id/retry", s.retryBatch, operation{
 			Long: true,
-			ID:   "retryBatch", Tag: "batches", Summary: "Retry a batch's dead and cancelled members", Scope: scopeSubmit,
+			ID:   "retryBatch", Audit: "batch.retry", Tag: "batches", Summary: "Retry a batch's dead and cancelled members", Scope: scopeSubmit,
 			Description: "Requeues them with their attempts reset; on_success fires once every member succeeded (if it has not yet).",
 			Status:      http.StatusOK, Response: retriedCount{}, Errors: []int{404, 503},
 		}},

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"time"
@@ -104,10 +105,12 @@ func (s *Server) bulkJobs(c *gin.Context) {
 	if r.IDs == nil && bytesHasKey(data, "ids") {
 		r.IDs = []string{} // "ids": [] or null is refused, not read as "all"
 	}
+	auditNote(c, auditSelection{IDs: r.IDs, Filter: r.Filter, ToQueue: r.ToQueue}, "")
 	if err := r.Validate(q); err != nil {
 		fail(c, err)
 		return
 	}
+	c.Set(ctxAuditAction, "jobs.bulk."+string(r.Action))
 	if _, err := s.knownQueue(c); err != nil {
 		fail(c, err)
 		return
@@ -123,6 +126,7 @@ func (s *Server) bulkJobs(c *gin.Context) {
 		}
 	})
 	out.BulkResult, out.Done = res, true
+	auditNote(c, nil, fmt.Sprintf("matched %d, changed %d", res.Matched, res.Count))
 	if err != nil {
 		fail(c, err)
 		return

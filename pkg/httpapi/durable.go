@@ -311,13 +311,13 @@ func (s *Server) durableRoutes() []route {
 			Body:        parkRequest{}, Status: http.StatusOK, Response: outcomeResult{}, Errors: []int{400, 403, 404, 409, 413, 415, 503},
 		}},
 		{http.MethodPost, "/v1/jobs/:id/signals/:signal", s.signalJob, operation{
-			ID: "signalJob", Tag: "jobs", Summary: "Send a signal to a durable job", Scope: scopeSubmit,
+			ID: "signalJob", Audit: "job.signal", Tag: "jobs", Summary: "Send a signal to a durable job", Scope: scopeSubmit,
 			Description: "Keeps the value on the job for its WaitSignal; a job parked waiting for it runs at once. A signal sent before the wait began is kept. A job takes one signal of each name: " +
 				"sent again with the same idempotency_key it answers 200 duplicate, otherwise 409. 409 too for a job that ended.",
 			Body: signalRequest{}, BodyOptional: true, Status: http.StatusOK, Response: signalResult{}, Errors: []int{400, 404, 409, 413, 415, 503},
 		}},
 		{http.MethodPost, "/v1/signals", s.signalByKey, operation{
-			ID: "signalByKey", Tag: "jobs", Summary: "Send a signal to the job of a queue that chose a key", Scope: scopeSubmit,
+			ID: "signalByKey", Audit: "signal.send", Tag: "jobs", Summary: "Send a signal to the job of a queue that chose a key", Scope: scopeSubmit,
 			Description: "As POST /v1/jobs/{id}/signals/{signal}, to the job of the queue that waits (or waited) with this key (an order number, say). 202 pending when no job chose the key yet: the signal is kept for the one that will.",
 			Body:        keySignalRequest{}, Status: http.StatusOK, Response: signalResult{}, Also: map[int]string{http.StatusAccepted: "No job chose the key yet; the signal is kept for the one that will."},
 			Errors: []int{400, 409, 413, 415, 503},

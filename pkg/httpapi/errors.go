@@ -168,6 +168,7 @@ func toAPIError(err error) *apiError {
 // (with the request id), never sent.
 func fail(c *gin.Context, err error) {
 	e := toAPIError(err)
+	c.Set(ctxErrorCode, e.Code)
 	if e.Status >= 500 {
 		_ = c.Error(err)
 	}

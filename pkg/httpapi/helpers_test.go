@@ -4,16 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sundialhq/sundial/internal/logbuf"
+	"github.com/sundialhq/sundial/internal/mongotest"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
@@ -21,7 +24,16 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, queuetest.IgnorePoolRedial)
+	// mongotest starts PostgreSQL + FerretDB only if a test asks (the
+	// audit log's tests).
+	code := mongotest.Run(m)
+	if code == 0 {
+		if err := goleak.Find(queuetest.IgnorePoolRedial); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // testAPI is a Server running on a loopback port over a private Redis.

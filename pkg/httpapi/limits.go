@@ -31,7 +31,7 @@ func (s *Server) limitRoutes() []route {
 			Status:      http.StatusOK, Response: limitList{}, Errors: []int{400, 404, 503},
 		}},
 		{http.MethodPut, path, s.putLimit, operation{
-			ID: "putLimit", Tag: "queues", Summary: "Create or replace a limit",
+			ID: "putLimit", Audit: "limit.put", Tag: "queues", Summary: "Create or replace a limit",
 			Description: "At least one of concurrency and rate. types: the job types it covers (every type of the queue when left out); key: a top-level payload field whose values get a limit each. " +
 				"Takes effect on the next claim, cluster-wide, with no restart; a raise lets held-back jobs go at once. The body's name may be left out; when present it must equal the path's. Creates the queue when it does not exist. See docs/flow-control.md.",
 			Body: limitBody{}, Status: http.StatusCreated, Response: queue.LimitStatus{},
@@ -43,7 +43,7 @@ func (s *Server) limitRoutes() []route {
 			Status: http.StatusOK, Response: queue.LimitStatus{}, Errors: []int{400, 404, 503},
 		}},
 		{http.MethodDelete, path, s.deleteLimit, operation{
-			ID: "deleteLimit", Tag: "queues", Summary: "Delete a limit",
+			ID: "deleteLimit", Audit: "limit.delete", Tag: "queues", Summary: "Delete a limit",
 			Description: "Every job the limit held back goes back to the head of its list at once. The body may be left out or be {}.",
 			Body:        struct{}{}, BodyOptional: true, Status: http.StatusNoContent,
 			Errors: []int{400, 404, 413, 415, 503},

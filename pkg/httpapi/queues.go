@@ -208,11 +208,13 @@ func (s *Server) deadAction(c *gin.Context, act func(context.Context, string, []
 			return
 		}
 	}
+	auditNote(c, auditSelection{IDs: sel.IDs, All: sel.IDs == nil}, "")
 	n, err := act(c.Request.Context(), q, sel.IDs)
 	if err != nil {
 		fail(c, err)
 		return
 	}
+	auditNote(c, nil, fmt.Sprintf("changed %d", n))
 	c.JSON(http.StatusOK, answer(n))
 }
 

@@ -48,6 +48,11 @@ type operation struct {
 	// Config.RequestTimeout (a long poll, the stream, a chunked bulk action,
 	// a history search): it runs without the request deadline.
 	Long bool
+	// Audit names the action a request of the route records in the audit
+	// log ("job.cancel"); empty for routes that change nothing an operator
+	// answers for (reads, submits, the worker protocol), which record only
+	// their refusals.
+	Audit string
 	// Many marks a route that makes one Redis call per chunk or stage (a
 	// batch, a workflow, each waiting for replicas): its deadline is
 	// manyCalls request timeouts.
@@ -141,13 +146,13 @@ func (s *Server) routes() []route {
 			Status: http.StatusOK, Response: jobGraph{}, Errors: []int{400, 404, 503},
 		}},
 		{http.MethodPost, "/v1/jobs/:id/cancel", s.cancelJob, operation{
-			ID: "cancelJob", Tag: "jobs", Summary: "Cancel a job",
+			ID: "cancelJob", Audit: "job.cancel", Tag: "jobs", Summary: "Cancel a job",
 			Description: "A queued, scheduled or waiting job ends cancelled; an active job's handler is told to stop and the job ends cancelled. A job in a final state answers 409. The body may be left out or be {}.",
 			Body:        struct{}{}, BodyOptional: true, Status: http.StatusOK, Response: job.Job{},
 			Errors: []int{400, 404, 409, 413, 415, 503},
 		}},
 		{http.MethodPost, "/v1/jobs/:id/retry", s.retryJob, operation{
-			ID: "retryJob", Tag: "jobs", Summary: "Retry a dead or cancelled job",
+			ID: "retryJob", Audit: "job.retry", Tag: "jobs", Summary: "Retry a dead or cancelled job",
 			Description: "Queues the job again with attempt reset to 0 and a retried event; any other state answers 409. The body may be left out or be {}.",
 			Body:        struct{}{}, BodyOptional: true, Status: http.StatusOK, Response: job.Job{},
 			Errors: []int{400, 404, 409, 413, 415, 503},
@@ -162,18 +167,18 @@ func (s *Server) routes() []route {
 			Status:      http.StatusOK, Response: queue.QueueStats{}, Errors: []int{400, 404, 503},
 		}},
 		{http.MethodDelete, "/v1/queues/:q", s.forgetQueue, operation{
-			ID: "forgetQueue", Tag: "queues", Summary: "Forget an empty queue",
+			ID: "forgetQueue", Audit: "queue.forget", Tag: "queues", Summary: "Forget an empty queue",
 			Description: "Takes the queue off the list of known queues, so that pollers and job lookups stop visiting it: one that holds no job in Redis (queued, scheduled, waiting, active, dead or finished), is not paused and has no limits. A later submit to it lists it again. 409 says what keeps it.",
 			Status:      http.StatusNoContent, Errors: []int{400, 404, 409, 503},
 		}},
 		{http.MethodPost, "/v1/queues/:q/pause", s.pauseQueue, operation{
-			ID: "pauseQueue", Tag: "queues", Summary: "Pause a queue",
+			ID: "pauseQueue", Audit: "queue.pause", Tag: "queues", Summary: "Pause a queue",
 			Description: "Workers stop claiming from the queue; it keeps accepting and promoting jobs. Pausing an unknown queue creates it, so a queue can be paused before its first job. Answers the queue's counts.",
 			Body:        struct{}{}, BodyOptional: true, Status: http.StatusOK, Response: queue.QueueStats{},
 			Errors: []int{400, 413, 415, 503},
 		}},
 		{http.MethodPost, "/v1/queues/:q/resume", s.resumeQueue, operation{
-			ID: "resumeQueue", Tag: "queues", Summary: "Resume a paused queue",
+			ID: "resumeQueue", Audit: "queue.resume", Tag: "queues", Summary: "Resume a paused queue",
 			Body: struct{}{}, BodyOptional: true, Status: http.StatusOK, Response: queue.QueueStats{},
 			Errors: []int{400, 404, 413, 415, 503},
 		}},
@@ -193,7 +198,7 @@ func (s *Server) routes() []route {
 		}},
 		{http.MethodPost, "/v1/queues/:q/jobs/bulk", s.bulkJobs, operation{
 			Long: true,
-			ID:   "bulkJobs", Tag: "queues", Summary: "Retry, cancel, delete or move a selection of a queue's jobs",
+			ID:   "bulkJobs", Audit: "jobs.bulk", Tag: "queues", Summary: "Retry, cancel, delete or move a selection of a queue's jobs",
 			Description: "Applies action to the jobs named by ids (up to 10,000) or matched by filter, in chunks of 500, each one atomic script call, and answers the counts. " +
 				"retry: dead (and, by ids, cancelled) jobs are queued again with attempt 0; cancel: queued, scheduled or waiting jobs (by ids: any job not final) end cancelled; delete: dead jobs are purged from Redis (their history stays); " +
 				"move: dead jobs are submitted to to_queue as new queued jobs with the same type, payload, priority, max_attempts, timeout, backoff and group, idempotency_key \"moved-from:<original id>\", and the originals are purged. " +
@@ -209,14 +214,14 @@ func (s *Server) routes() []route {
 		}},
 		{http.MethodPost, "/v1/queues/:q/dead/retry", s.retryDead, operation{
 			Long: true,
-			ID:   "retryDead", Tag: "queues", Summary: "Requeue dead letters",
+			ID:   "retryDead", Audit: "dead.retry", Tag: "queues", Summary: "Requeue dead letters",
 			Description: "Requeues the listed dead jobs, or every dead job of the queue when the body or ids is left out. An empty ids list is refused.",
 			Body:        deadSelection{}, BodyOptional: true, Status: http.StatusOK, Response: retriedCount{},
 			Errors: []int{400, 404, 413, 415, 503},
 		}},
 		{http.MethodDelete, "/v1/queues/:q/dead", s.purgeDead, operation{
 			Long: true,
-			ID:   "purgeDead", Tag: "queues", Summary: "Purge dead letters",
+			ID:   "purgeDead", Audit: "dead.purge", Tag: "queues", Summary: "Purge dead letters",
 			Description: "Deletes the listed dead jobs, or every dead job of the queue when the body or ids is left out; their history stays in the history store. An empty ids list is refused.",
 			Body:        deadSelection{}, BodyOptional: true, Status: http.StatusOK, Response: deletedCount{},
 			Errors: []int{400, 404, 413, 415, 503},
@@ -299,7 +304,7 @@ func (s *Server) routes() []route {
 			Description: "The single-page app of web/, embedded in the binary. Its files and client routes (/jobs, /schedules…) are served without a key; index.html is revalidated on every load, hashed assets are cached for a year, and text files are sent brotli- or gzip-compressed when the browser accepts it.",
 			Status:      http.StatusOK, ContentType: "text/html",
 		}},
-	}, s.scheduleRoutes(), s.limitRoutes(), s.uniquenessRoutes(), s.workerRoutes(), s.durableRoutes(), s.workflowRoutes(), s.batchRoutes())
+	}, s.scheduleRoutes(), s.limitRoutes(), s.uniquenessRoutes(), s.workerRoutes(), s.durableRoutes(), s.workflowRoutes(), s.batchRoutes(), s.auditRoutes())
 }
 
 var releaseMode sync.Once
@@ -321,7 +326,7 @@ func (s *Server) newEngine() (*gin.Engine, error) {
 			e.Handle(r.Method, r.Path, r.Handler)
 			continue
 		}
-		e.Handle(r.Method, r.Path, s.requireScope(r.Doc.scope(r.Method)), r.Handler)
+		e.Handle(r.Method, r.Path, s.audited(r), s.requireScope(r.Doc.scope(r.Method)), r.Handler)
 	}
 	for _, r := range s.routes() {
 		switch {

@@ -22,7 +22,7 @@ func (s *Server) scheduleRoutes() []route {
 	const path = "/v1/schedules/:schedule_id"
 	return []route{
 		{http.MethodPut, path, s.putSchedule, operation{
-			ID: "putSchedule", Tag: "schedules", Summary: "Create or replace a schedule",
+			ID: "putSchedule", Audit: "schedule.put", Tag: "schedules", Summary: "Create or replace a schedule",
 			Description: "Exactly one of cron and every_seconds. The body's id may be left out; when present it must equal the path's. Read-only fields (next_run_at, upcoming…) are ignored, so a schedule read with GET can be written back. " +
 				"A replace that keeps the timing keeps the planned next run. Takes effect on the running scheduler at once.",
 			Body: schedule.Schedule{}, Status: http.StatusCreated, Response: schedule.Schedule{},
@@ -45,18 +45,18 @@ func (s *Server) scheduleRoutes() []route {
 			Status: http.StatusOK, Response: schedule.Schedule{}, Errors: []int{404, 503},
 		}},
 		{http.MethodPatch, path, s.patchSchedule, operation{
-			ID: "patchSchedule", Tag: "schedules", Summary: "Change some fields of a schedule",
+			ID: "patchSchedule", Audit: "schedule.patch", Tag: "schedules", Summary: "Change some fields of a schedule",
 			Description: "A JSON merge patch (RFC 7396): members present replace, null removes, objects merge. Setting one of cron and every_seconds removes the other. {\"enabled\": false} disables; enabling plans the first fire time after now.",
 			Body:        map[string]json.RawMessage{}, Status: http.StatusOK, Response: schedule.Schedule{},
 			Errors: []int{400, 404, 409, 413, 415, 503},
 		}},
 		{http.MethodDelete, path, s.deleteSchedule, operation{
-			ID: "deleteSchedule", Tag: "schedules", Summary: "Delete a schedule",
+			ID: "deleteSchedule", Audit: "schedule.delete", Tag: "schedules", Summary: "Delete a schedule",
 			Body: struct{}{}, BodyOptional: true, Status: http.StatusNoContent,
 			Errors: []int{400, 404, 409, 415, 503},
 		}},
 		{http.MethodPost, path + "/trigger", s.triggerSchedule, operation{
-			ID: "triggerSchedule", Tag: "schedules", Summary: "Submit a schedule's job now",
+			ID: "triggerSchedule", Audit: "schedule.trigger", Tag: "schedules", Summary: "Submit a schedule's job now",
 			Description: "Submits the schedule's job at once without moving the schedule: its next run, last run and last job stay as they are. The body may be left out or be {}.",
 			Body:        struct{}{}, BodyOptional: true, Status: http.StatusCreated, Response: job.Job{},
 			Errors: []int{400, 404, 415, 503},

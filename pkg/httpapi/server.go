@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/sundialhq/sundial/pkg/audit"
 	"github.com/sundialhq/sundial/pkg/history"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/web"
@@ -40,6 +41,12 @@ type Config struct {
 	// finished jobs that have left Redis. Nil when no history store is
 	// configured; the history routes then answer 503.
 	History history.Reader
+	// Audit keeps the audit log's records (an *audit.Store in the history
+	// store's database). Nil: each record is written to Logger as an
+	// "audit" line, so that none is lost.
+	Audit audit.Sink
+	// AuditLog answers GET /v1/audit; nil makes it answer 503.
+	AuditLog audit.Reader
 	// APIKeys are the accepted bearer keys. None means an open API, which
 	// New announces with a warning.
 	APIKeys []string
@@ -136,6 +143,9 @@ func (c *Config) fill() error {
 		c.Logger = slog.Default()
 	}
 	c.Stream.fill()
+	if c.Audit == nil {
+		c.Audit = audit.Log{Logger: c.Logger}
+	}
 	if c.Dashboard == nil {
 		c.Dashboard = web.Dist()
 	}
@@ -149,6 +159,7 @@ type Server struct {
 	log     *slog.Logger
 	engine  *gin.Engine
 	auth    *authenticator
+	audit   audit.Sink
 	limit   *rateLimiter // nil when rate limiting is off
 	metrics *metrics
 	hub     *hub
@@ -169,7 +180,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, q: cfg.Queue, log: cfg.Logger, auth: newAuthenticator(cfg.APIKeys), deadlines: map[string]time.Duration{}}
+	s := &Server{cfg: cfg, q: cfg.Queue, log: cfg.Logger, auth: newAuthenticator(cfg.APIKeys), audit: cfg.Audit, deadlines: map[string]time.Duration{}}
 	s.metrics = newMetrics()
 	s.metrics.reg.MustRegister(newEngineCollector(cfg.Queue))
 	s.dash = newDashboard(cfg.Dashboard)
@@ -224,6 +235,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
+	s.recordKeys(ctx)
 	s.wake.start(base)
 	hubDone := s.hub.start(base) // running before the first request
 	served := make(chan error, 1)

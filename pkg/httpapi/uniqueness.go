@@ -29,7 +29,7 @@ func (s *Server) uniquenessRoutes() []route {
 			Status:      http.StatusOK, Response: uniquenessBody{}, Errors: []int{400, 503},
 		}},
 		{http.MethodPut, path, s.putUniqueness, operation{
-			ID: "putUniqueness", Tag: "queues", Summary: "Set a queue's uniqueness rules",
+			ID: "putUniqueness", Audit: "uniqueness.put", Tag: "queues", Summary: "Set a queue's uniqueness rules",
 			Description: "A submit whose idempotency_key names an earlier job of the queue returns that job (200) and creates nothing, for window_seconds after that submit, and with until_finished only while that job has not ended. " +
 				"Applies from the next submit; {} restores the defaults (24 h, not until_finished). Creates the queue when it does not exist.",
 			Body: uniquenessBody{}, Status: http.StatusOK, Response: uniquenessBody{}, Errors: []int{400, 413, 415, 503},

@@ -9,6 +9,7 @@ import (
 	"net"
 
 	"github.com/sundialhq/sundial/internal/service"
+	"github.com/sundialhq/sundial/pkg/audit"
 	"github.com/sundialhq/sundial/pkg/history"
 	"github.com/sundialhq/sundial/pkg/httpapi"
 	"github.com/sundialhq/sundial/pkg/queue"
@@ -26,6 +27,7 @@ func main() {
 		// With SUNDIAL_HISTORY=off, History stays nil: GET /v1/jobs and a
 		// job's events answer 503 and /readyz reports it as not configured.
 		var hist history.Reader
+		var auditStore *audit.Store
 		if c.History {
 			mc, err := history.Connect(c.MongoURI)
 			if err != nil {
@@ -33,6 +35,15 @@ func main() {
 			}
 			defer mc.Disconnect(context.WithoutCancel(ctx))
 			hist = history.NewStore(mc.Database(c.MongoDB), history.StoreOptions{Retention: c.HistoryRetention, Logger: env.Log})
+			auditStore = audit.NewStore(mc.Database(c.MongoDB), audit.StoreOptions{Retention: c.AuditRetention, Logger: env.Log})
+			go auditStore.RunJanitor(ctx)
+		}
+		// Without a history store the audit records go to the log
+		// (httpapi's default sink) and GET /v1/audit answers 503.
+		var auditSink audit.Sink
+		var auditLog audit.Reader
+		if auditStore != nil {
+			auditSink, auditLog = auditStore, auditStore
 		}
 
 		shutdown := c.ShutdownTimeout
@@ -43,6 +54,8 @@ func main() {
 			Queue:             queue.New(env.Redis, env.EngineOptions()),
 			History:           hist,
 			APIKeys:           c.APIKeys,
+			Audit:             auditSink,
+			AuditLog:          auditLog,
 			RateLimit:         c.RateLimit,
 			AllowedOrigins:    c.AllowedOrigins,
 			MaxBodyBytes:      c.MaxBodyBytes,
