@@ -189,5 +189,5 @@ func jsonError(err error, data []byte, w jsonbody.Where) *apiError {
 // specWhere is where a job spec's members are, for jsonError: its
 // object-valued member and its one time, under prefix ("jobs[3]").
 func specWhere(prefix string) jsonbody.Where {
-	return jsonbody.Where{Prefix: prefix, Nested: []string{"backoff"}, TimeField: "run_at"}
+	return jsonbody.Where{Prefix: prefix, Nested: []string{"backoff", "debounce", "sequence"}, TimeField: "run_at"}
 }

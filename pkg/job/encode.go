@@ -98,6 +98,33 @@ func (j *Job) AppendJSON(b []byte) ([]byte, error) {
 		}
 		b = append(appendKey(b, ',', "durable"), d...)
 	}
+	b = appendOptString(b, "debounce_key", j.DebounceKey)
+	if j.Debounced {
+		b = append(appendKey(b, ',', "debounced"), "true"...)
+	}
+	if j.Sequence != nil {
+		b = appendKey(b, ',', "sequence")
+		b = appendKey(b, '{', "key")
+		b = appendString(b, j.Sequence.Key)
+		b = appendOptString(b, "on_failure", j.Sequence.OnFailure)
+		b = append(b, '}')
+	}
+	if len(j.Tags) > 0 {
+		b = appendKey(b, ',', "tags")
+		for i, t := range j.Tags {
+			b = append(b, "[,"[min(i, 1)])
+			b = appendString(b, t)
+		}
+		b = append(b, ']')
+	}
+	if j.Logs != nil {
+		b = appendKey(b, ',', "logs")
+		b = appendKey(b, '{', "lines")
+		b = strconv.AppendInt(b, j.Logs.Lines, 10)
+		b = appendKey(b, ',', "dropped")
+		b = strconv.AppendInt(b, j.Logs.Dropped, 10)
+		b = append(b, '}')
+	}
 	b = appendKey(b, ',', "run_at")
 	b = appendTime(b, j.RunAt)
 	b = appendKey(b, ',', "created_at")
@@ -109,6 +136,14 @@ func (j *Job) AppendJSON(b []byte) ([]byte, error) {
 	if j.FinishedAt != nil {
 		b = appendKey(b, ',', "finished_at")
 		b = appendTime(b, *j.FinishedAt)
+	}
+	if j.StartBy != nil {
+		b = appendKey(b, ',', "start_by")
+		b = appendTime(b, *j.StartBy)
+	}
+	if j.Deadline != nil {
+		b = appendKey(b, ',', "deadline")
+		b = appendTime(b, *j.Deadline)
 	}
 	return append(b, '}'), nil
 }

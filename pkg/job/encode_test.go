@@ -40,6 +40,14 @@ type refJob struct {
 	ThrottledBy         string          `json:"throttled_by,omitempty"`
 	HeldBack            *HeldBack       `json:"held_back,omitempty"`
 	Durable             *Durable        `json:"durable,omitempty"`
+	StartBy             *time.Time      `json:"start_by,omitempty"`
+	Deadline            *time.Time      `json:"deadline,omitempty"`
+	Debounce            *Debounce       `json:"-"`
+	DebounceKey         string          `json:"debounce_key,omitempty"`
+	Debounced           bool            `json:"debounced,omitempty"`
+	Sequence            *Sequence       `json:"sequence,omitempty"`
+	Tags                []string        `json:"tags,omitempty"`
+	Logs                *LogCounts      `json:"logs,omitempty"`
 }
 
 type refProgress Progress
@@ -57,7 +65,8 @@ func (p refProgress) MarshalJSON() ([]byte, error) {
 func referenceJSON(j Job) ([]byte, error) {
 	r := refJob{j.ID, j.Queue, j.Type, j.Payload, j.Priority, j.State, j.Attempt, j.MaxAttempts, j.TimeoutSeconds,
 		j.Backoff, j.RunAt, j.DependsOn, j.OnDependencyFailure, j.IdempotencyKey, j.Group, j.Traceparent, j.Batch, j.CreatedAt, j.StartedAt,
-		j.FinishedAt, j.WorkerID, j.Result, j.LastError, (*refProgress)(j.Progress), j.ThrottledBy, j.HeldBack, j.Durable}
+		j.FinishedAt, j.WorkerID, j.Result, j.LastError, (*refProgress)(j.Progress), j.ThrottledBy, j.HeldBack, j.Durable,
+		j.StartBy, j.Deadline, j.Debounce, j.DebounceKey, j.Debounced, j.Sequence, j.Tags, j.Logs}
 	type plain refJob
 	return json.Marshal(struct {
 		plain
@@ -65,7 +74,9 @@ func referenceJSON(j Job) ([]byte, error) {
 		CreatedAt  Time  `json:"created_at"`
 		StartedAt  *Time `json:"started_at,omitempty"`
 		FinishedAt *Time `json:"finished_at,omitempty"`
-	}{plain(r), Time(j.RunAt), Time(j.CreatedAt), TimePtr(j.StartedAt), TimePtr(j.FinishedAt)})
+		StartBy    *Time `json:"start_by,omitempty"`
+		Deadline   *Time `json:"deadline,omitempty"`
+	}{plain(r), Time(j.RunAt), Time(j.CreatedAt), TimePtr(j.StartedAt), TimePtr(j.FinishedAt), TimePtr(j.StartBy), TimePtr(j.Deadline)})
 }
 
 // A field added to Job must be added to refJob (and to AppendJSON, or the
@@ -136,6 +147,14 @@ func randomJob(r *rand.Rand) Job {
 	}
 	if r.IntN(2) == 0 {
 		j.Progress = &Progress{Percent: r.IntN(101), Message: pick(tricky), At: t}
+	}
+	if r.IntN(3) == 0 {
+		s, d := t.Add(time.Hour), t.Add(2*time.Hour)
+		j.StartBy, j.Deadline = &s, &d
+		j.DebounceKey, j.Debounced = pick(tricky), r.IntN(2) == 0
+		j.Sequence = &Sequence{Key: pick(tricky), OnFailure: pick(tricky)}
+		j.Tags = []string{pick(tricky), pick(tricky)}
+		j.Logs = &LogCounts{Lines: r.Int64N(1000), Dropped: r.Int64N(10)}
 	}
 	return j
 }

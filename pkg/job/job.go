@@ -82,6 +82,11 @@ const (
 	// EventProgress: a running attempt reported progress (at most one
 	// event a second per job; the latest value is on the job).
 	EventProgress EventType = "progress"
+	// EventDebounced: a submit with the job's debounce key updated it
+	// (its payload, or its run time).
+	EventDebounced EventType = "debounced"
+	// EventLog: the running attempt logged lines; Message is how many.
+	EventLog EventType = "log"
 )
 
 // Backoff is the retry delay policy: the delay before retry n is random in
@@ -146,6 +151,72 @@ type Job struct {
 	// Durable is what a durable job recorded: steps, signals, its wait
 	// (docs/durable.md); nil for a job that recorded none.
 	Durable *Durable `json:"durable,omitempty"`
+	// StartBy is when the job expires unless its first attempt started:
+	// it then ends dead, its last_error starting "expired" (docs/concepts.md,
+	// "Expiry and deadlines"); nil for none.
+	StartBy *time.Time `json:"start_by,omitempty"`
+	// Deadline is when the job must be done: no attempt starts at or
+	// after it, a running attempt's timeout ends at it, no retry is
+	// scheduled past it; nil for none.
+	Deadline *time.Time `json:"deadline,omitempty"`
+	// Debounce is a submit's debounce (docs/concepts.md, "Debounce"); on a
+	// job read back only DebounceKey is set.
+	Debounce    *Debounce `json:"-"`
+	DebounceKey string    `json:"debounce_key,omitempty"`
+	// Debounced is true on a submit's answer when the submit updated the
+	// pending job of its debounce key instead of making one.
+	Debounced bool `json:"debounced,omitempty"`
+	// Sequence puts the job in line behind the earlier jobs of its key
+	// (docs/concepts.md, "Sequences"); nil for none.
+	Sequence *Sequence `json:"sequence,omitempty"`
+	// Tags are short labels to find the job by (at most MaxTags).
+	Tags []string `json:"tags,omitempty"`
+	// Logs counts the lines the job's handler logged (docs/concepts.md,
+	// "Job logs"); nil when it logged none.
+	Logs *LogCounts `json:"logs,omitempty"`
+}
+
+// Debounce turns a burst of submits with one key into one job.
+type Debounce struct {
+	Key string `json:"key"`
+	// WindowSeconds: the job runs this long after the first submit
+	// (replace) or after the last (extend).
+	WindowSeconds float64 `json:"window_seconds"`
+	// Mode is DebounceReplace (the pending job takes each new payload) or
+	// DebounceExtend (each submit moves it a window later).
+	Mode string `json:"mode,omitempty"`
+	// MaxWaitSeconds bounds how long after the first submit the job may
+	// be moved (extend).
+	MaxWaitSeconds float64 `json:"max_wait_seconds,omitempty"`
+}
+
+// The modes of Debounce.
+const (
+	DebounceReplace = "replace"
+	DebounceExtend  = "extend"
+)
+
+// Sequence is a job's place in its key's line: the jobs of one queue with
+// one key run one at a time, in submit order.
+type Sequence struct {
+	Key string `json:"key"`
+	// OnFailure is what the jobs behind one that ended dead or cancelled
+	// do: SequenceContinue (run, in order) or SequenceCancel (are
+	// cancelled).
+	OnFailure string `json:"on_failure,omitempty"`
+}
+
+// The policies of Sequence.OnFailure.
+const (
+	SequenceContinue = "continue"
+	SequenceCancel   = "cancel"
+)
+
+// LogCounts are how many log lines a job keeps and how many it dropped
+// (the oldest, past the cap).
+type LogCounts struct {
+	Lines   int64 `json:"lines"`
+	Dropped int64 `json:"dropped"`
 }
 
 // The reasons of HeldBack.

@@ -69,3 +69,23 @@ func ValidTraceparent(s string) bool {
 	}
 	return strings.Trim(s[3:35], "0") != "" && strings.Trim(s[36:52], "0") != ""
 }
+
+var tagChars = NewCharset("A-Za-z0-9_.:=/-")
+
+// ValidTag reports whether s is a job tag: [A-Za-z0-9_.:=/-]{1,64}.
+func ValidTag(s string) bool { return tagChars.Match(s, 64) }
+
+// ValidOptionKey reports whether s is a sequence or debounce key: 1 to
+// MaxOptionKeyLen bytes of printable characters (no control characters:
+// the engine's options are lines).
+func ValidOptionKey(s string) bool {
+	if s == "" || len(s) > MaxOptionKeyLen {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}

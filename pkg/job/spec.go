@@ -18,7 +18,13 @@ const (
 	MaxIdempotencyKeyLen  = 256
 	// MaxDelay bounds run_at and delay_seconds: a job due more than a year
 	// from now is almost always a unit mistake (milliseconds for seconds).
+	// It bounds start_by and deadline too.
 	MaxDelay = 366 * 24 * time.Hour
+	// MaxTags bounds a job's tags; MaxOptionKeyLen a sequence's or a
+	// debounce's key; MaxDebounceSeconds a debounce's window and max wait.
+	MaxTags            = 10
+	MaxOptionKeyLen    = 256
+	MaxDebounceSeconds = 86400
 )
 
 // DefaultBackoff is used when a job does not set its own.
@@ -70,6 +76,20 @@ type Spec struct {
 	Group string `json:"group,omitempty"`
 	// Traceparent is a W3C trace context the job's handler span continues.
 	Traceparent string `json:"traceparent,omitempty"`
+	// StartBy (or ExpiresInSeconds from now): the job ends dead, expired,
+	// unless its first attempt started by then.
+	StartBy          *time.Time `json:"start_by,omitempty"`
+	ExpiresInSeconds *float64   `json:"expires_in_seconds,omitempty"`
+	// Deadline (or DeadlineInSeconds from now): no attempt starts at or
+	// after it, a running one's timeout ends at it, no retry past it.
+	Deadline          *time.Time `json:"deadline,omitempty"`
+	DeadlineInSeconds *float64   `json:"deadline_in_seconds,omitempty"`
+	// Debounce makes a burst of submits with one key one job.
+	Debounce *Debounce `json:"debounce,omitempty"`
+	// Sequence runs the job after the earlier jobs of its key, one at a time.
+	Sequence *Sequence `json:"sequence,omitempty"`
+	// Tags label the job (at most MaxTags, each [A-Za-z0-9_.:=/-]{1,64}).
+	Tags []string `json:"tags,omitempty"`
 }
 
 // Build validates s and returns the job it describes, with an id, defaults
@@ -196,6 +216,9 @@ func (s *Spec) build(now time.Time, checkPayload bool) (*Job, error) {
 	if s.Traceparent != "" && !ValidTraceparent(s.Traceparent) {
 		return nil, fieldErr("traceparent", "must be a W3C traceparent: 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>")
 	}
+	if err := s.buildOptions(j, now); err != nil {
+		return nil, err
+	}
 	j.RunAt = j.RunAt.UTC()
 	j.CreatedAt = j.CreatedAt.UTC()
 	if j.RunAt.After(now) {
@@ -213,3 +236,113 @@ const (
 	DependencyCancel = "cancel" // the job is cancelled with its failed dependency
 	DependencyRun    = "run"    // the job runs anyway
 )
+
+// buildOptions checks and sets j's expiry, deadline, debounce, sequence
+// and tags (docs/concepts.md), after the rest of j is built.
+func (s *Spec) buildOptions(j *Job, now time.Time) error {
+	var err *FieldError
+	if j.StartBy, err = instant(now, s.StartBy, s.ExpiresInSeconds, "start_by", "expires_in_seconds"); err != nil {
+		return err
+	}
+	if j.Deadline, err = instant(now, s.Deadline, s.DeadlineInSeconds, "deadline", "deadline_in_seconds"); err != nil {
+		return err
+	}
+	if len(s.Tags) > MaxTags {
+		return fieldErr("tags", "may hold at most %d tags", MaxTags)
+	}
+	for i, t := range s.Tags {
+		if !ValidTag(t) {
+			return fieldErr(fmt.Sprintf("tags[%d]", i), "must match [A-Za-z0-9_.:=/-]{1,64}")
+		}
+		for _, u := range s.Tags[:i] {
+			if u == t {
+				return fieldErr(fmt.Sprintf("tags[%d]", i), "repeats %q", t)
+			}
+		}
+	}
+	j.Tags = s.Tags
+	if q := s.Sequence; q != nil {
+		if !ValidOptionKey(q.Key) {
+			return fieldErr("sequence.key", "must be 1 to %d printable characters", MaxOptionKeyLen)
+		}
+		seq := &Sequence{Key: q.Key, OnFailure: q.OnFailure}
+		switch q.OnFailure {
+		case "", SequenceContinue:
+			seq.OnFailure = SequenceContinue
+			if s.OnDependencyFailure == DependencyCancel {
+				return fieldErr("on_dependency_failure", "must be run (or unset) with sequence.on_failure continue")
+			}
+			j.OnDependencyFailure = DependencyRun
+		case SequenceCancel:
+			if s.OnDependencyFailure == DependencyRun {
+				return fieldErr("on_dependency_failure", "must be cancel (or unset) with sequence.on_failure cancel")
+			}
+			j.OnDependencyFailure = ""
+		default:
+			return fieldErr("sequence.on_failure", "must be continue or cancel")
+		}
+		j.Sequence = seq
+	}
+	d := s.Debounce
+	if d == nil {
+		return nil
+	}
+	switch {
+	case !ValidOptionKey(d.Key):
+		return fieldErr("debounce.key", "must be 1 to %d printable characters", MaxOptionKeyLen)
+	case !(d.WindowSeconds > 0 && d.WindowSeconds <= MaxDebounceSeconds):
+		return fieldErr("debounce.window_seconds", "must be above 0 and at most %d", MaxDebounceSeconds)
+	case s.RunAt != nil || s.DelaySeconds != nil:
+		return fieldErr("debounce", "cannot be combined with run_at or delay_seconds: the window sets the run time")
+	case s.IdempotencyKey != "":
+		return fieldErr("debounce", "cannot be combined with idempotency_key")
+	case len(s.DependsOn) > 0 || s.Sequence != nil:
+		return fieldErr("debounce", "cannot be combined with depends_on or sequence")
+	}
+	deb := *d
+	switch deb.Mode {
+	case "", DebounceReplace:
+		deb.Mode = DebounceReplace
+		if deb.MaxWaitSeconds == 0 {
+			deb.MaxWaitSeconds = deb.WindowSeconds
+		}
+	case DebounceExtend:
+		if deb.MaxWaitSeconds == 0 {
+			deb.MaxWaitSeconds = min(10*deb.WindowSeconds, MaxDebounceSeconds)
+		}
+	default:
+		return fieldErr("debounce.mode", "must be replace or extend")
+	}
+	if !(deb.MaxWaitSeconds >= deb.WindowSeconds && deb.MaxWaitSeconds <= MaxDebounceSeconds) {
+		return fieldErr("debounce.max_wait_seconds", "must be at least window_seconds and at most %d", MaxDebounceSeconds)
+	}
+	j.Debounce = &deb
+	j.DebounceKey = deb.Key
+	j.RunAt = now.Add(seconds(deb.WindowSeconds))
+	return nil
+}
+
+// instant resolves an optional time given as an instant (at, field name
+// atName) or as seconds from now (in, inName); nil when neither is set.
+func instant(now time.Time, at *time.Time, in *float64, atName, inName string) (*time.Time, *FieldError) {
+	switch {
+	case at != nil && in != nil:
+		return nil, fieldErr(inName, "cannot be combined with %s", atName)
+	case at != nil:
+		if !at.After(now) || at.After(now.Add(MaxDelay)) {
+			return nil, fieldErr(atName, "must be in the future, within 366 days")
+		}
+		t := at.UTC().Truncate(time.Millisecond)
+		return &t, nil
+	case in != nil:
+		if !(*in > 0 && *in <= MaxDelay.Seconds()) {
+			return nil, fieldErr(inName, "must be above 0 and at most %d", int(MaxDelay.Seconds()))
+		}
+		t := now.Add(seconds(*in)).UTC().Truncate(time.Millisecond)
+		return &t, nil
+	}
+	return nil, nil
+}
+
+// seconds converts a number of seconds to a Duration.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

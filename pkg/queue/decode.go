@@ -101,6 +101,21 @@ func DecodeJob(queue, id string, h map[string]string) *job.Job {
 		j.Progress = &job.Progress{Percent: atoi(p), Message: h["progress_message"], At: ts(h["progress_at"])}
 	}
 	j.Durable = decodeDurable(j, h)
+	j.StartBy, j.Deadline = opt(h["start_by"]), opt(h["deadline"])
+	j.DebounceKey = h["debounce"]
+	if k := h["sequence"]; k != "" {
+		// A sequence's rule is its on_dependency_failure (job.Spec).
+		j.Sequence = &job.Sequence{Key: k, OnFailure: job.SequenceCancel}
+		if j.OnDependencyFailure == job.DependencyRun {
+			j.Sequence.OnFailure = job.SequenceContinue
+		}
+	}
+	if t := h["tags"]; t != "" {
+		j.Tags = strings.Split(t, ",")
+	}
+	if n := h["log_lines"]; n != "" {
+		j.Logs = &job.LogCounts{Lines: int64(atoi(n)), Dropped: int64(atoi(h["log_dropped"]))}
+	}
 	return j
 }
 

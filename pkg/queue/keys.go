@@ -29,7 +29,10 @@ const (
 // them as KEYS (see lua/lib.lua). Scripts build the per-job keys of the same
 // slot from the prefixes they get in ARGV: the job hash jobPrefix+id, and
 // tag+"idem:"+key (idempotency),
-// tag+"deps:"+id and tag+"dependents:"+id (dependency sets).
+// tag+"deps:"+id and tag+"dependents:"+id (dependency sets),
+// tag+"expires" (zset: id → when it may no longer start, its start_by or
+// deadline), tag+"seq:"+key (a sequence key's last job) and
+// tag+"deb:"+key ("<id> <first submit ms>": a debounce key's pending job).
 type queueKeys struct {
 	name      string
 	tag       string // "sundial:{name}:"

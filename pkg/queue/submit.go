@@ -16,6 +16,10 @@ type Submitted struct {
 	// Duplicate is true when the idempotency key named a job submitted
 	// earlier; Job is then that earlier job and nothing new was created.
 	Duplicate bool
+	// Debounced is true when the job's debounce key named a pending job,
+	// which the submit updated (its payload, or its run time); Job is
+	// then that job and nothing new was created.
+	Debounced bool
 }
 
 // DependencyError says that dependency Dep of job Index in a submission
@@ -260,9 +264,16 @@ func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*j
 		if err != nil || n < 0 || n >= len(idx) {
 			return nil, fmt.Errorf("submit: unexpected reply %q", res[r])
 		}
-		prev, err := c.getIn(ctx, k, res[r+1])
+		// '~': a debounce updated the pending job of its key (submit.lua).
+		id, debounced := strings.CutPrefix(res[r+1], "~")
+		prev, err := c.getIn(ctx, k, id)
 		if err != nil {
 			return nil, err
+		}
+		if debounced {
+			prev.Debounced = true
+			out[n] = Submitted{Job: prev, Debounced: true}
+			continue
 		}
 		out[n] = Submitted{Job: prev, Duplicate: true}
 	}
@@ -347,13 +358,18 @@ func appendJobArgs(args []any, jobs []*job.Job, idx []int) []any {
 		j := jobs[i]
 		// The payload as []byte: sent as it is, not copied into a string.
 		args = append(args, j.ID, []byte(j.Payload), num[n])
-		if j.IdempotencyKey == "" && len(j.DependsOn) == 0 && j.Group == "" && j.Traceparent == "" && j.Batch == "" {
+		opts := jobOptions(j)
+		if j.IdempotencyKey == "" && len(j.DependsOn) == 0 && j.Group == "" && j.Traceparent == "" && j.Batch == "" && opts == "" {
 			args = append(args, "")
 			continue
 		}
 		deps := strings.Join(j.DependsOn, ",")
 		if j.OnDependencyFailure == job.DependencyRun {
 			deps = "!" + deps // submit.lua: runs when a dependency fails
+		}
+		if opts != "" {
+			args = append(args, "3", j.IdempotencyKey, deps, j.Group, j.Traceparent, j.Batch, opts)
+			continue
 		}
 		if j.Batch != "" {
 			args = append(args, "2", j.IdempotencyKey, deps, j.Group, j.Traceparent, j.Batch)
@@ -362,4 +378,41 @@ func appendJobArgs(args []any, jobs []*job.Job, idx []int) []any {
 		args = append(args, "1", j.IdempotencyKey, deps, j.Group, j.Traceparent)
 	}
 	return args
+}
+
+// jobOptions encodes j's expiry, deadline, tags, sequence and debounce for
+// submit.lua (submit_options in lua/lib.lua): one line per option, a
+// letter and its value. "" when it has none: a job without options
+// costs the script nothing more.
+func jobOptions(j *job.Job) string {
+	if j.StartBy == nil && j.Deadline == nil && len(j.Tags) == 0 && j.Sequence == nil && j.Debounce == nil {
+		return ""
+	}
+	var b []byte
+	line := func(code byte, v string) {
+		b = append(b, code)
+		b = append(b, v...)
+		b = append(b, '\n')
+	}
+	if j.StartBy != nil {
+		line('s', strconv.FormatInt(j.StartBy.UnixMilli(), 10))
+	}
+	if j.Deadline != nil {
+		line('d', strconv.FormatInt(j.Deadline.UnixMilli(), 10))
+	}
+	if len(j.Tags) > 0 {
+		line('t', strings.Join(j.Tags, ","))
+	}
+	if j.Sequence != nil {
+		line('q', j.Sequence.Key)
+	}
+	if d := j.Debounce; d != nil {
+		line('k', d.Key)
+		line('w', strconv.FormatInt(int64(d.WindowSeconds*1000), 10))
+		line('x', strconv.FormatInt(int64(d.MaxWaitSeconds*1000), 10))
+		if d.Mode == job.DebounceExtend {
+			line('m', "e")
+		}
+	}
+	return string(b)
 }

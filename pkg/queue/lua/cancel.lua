@@ -25,18 +25,9 @@ local function cancel_id(id)
   if state == 'waiting' then
     cancel_waiting(id, 'cancelled')
     return {'ok', state}
-  elseif state == 'scheduled' then
-    redis.call('ZREM', K_SCHED, id)
-    unpark_waiting({id})
-  elseif state == 'queued' and f[6] then
-    -- Held back by a limit: it leaves the slot's parked set.
-    unpark_id(id, f[6])
-  elseif state == 'queued' then
-    -- O(1): the id stays in its list as a tombstone that claim drops (an
-    -- LREM would scan the whole list).
-    redis.call('HSET', K_TOMB, id, f[4])
-    redis.call('HINCRBY', K_STATS, 'tomb_' .. f[4], 1)
-  elseif state == 'active' then
+  elseif state ~= 'active' then
+    withdraw(id, state, f[4], f[6])
+  else -- active
     -- The holder may run on until it hears (fenced_due in lib.lua).
     local exp = redis.call('ZSCORE', K_LEASES, id)
     if exp then

@@ -111,7 +111,8 @@ local function next_token()
 end
 -- A job's fields are read with claim_fields (lib.lua): type, payload,
 -- attempt, max_attempts, timeout, priority, created_at, run_at, state,
--- group, traceparent, in this order (f[1] to f[11] below).
+-- group, traceparent, start_by, deadline, in this order (f[1] to f[13]
+-- below).
 
 -- drop forgets a tombstone (or the id of a pruned job) taken off a list.
 -- The tombstone's own priority is counted down: the job's hash may be gone
@@ -191,7 +192,7 @@ local function take(id, f)
   end
   emit(id, f[1], 'started', 'active', attempt, worker, '')
   out[o + 1] = id; out[o + 2] = token; out[o + 3] = f[1]; out[o + 4] = f[2]
-  out[o + 5] = attempt; out[o + 6] = f[4]; out[o + 7] = f[5]; out[o + 8] = f[6]
+  out[o + 5] = attempt; out[o + 6] = f[4]; out[o + 7] = f[13] and claim_timeout(f) or f[5]; out[o + 8] = f[6]
   out[o + 9] = f[7]; out[o + 10] = f[8] or f[7]; out[o + 11] = f[10] or ''; out[o + 12] = f[11] or ''
   need = need - 1
 end
@@ -201,6 +202,9 @@ end
 local function consider(id, f, active)
   if f[9] ~= 'queued' or active then
     drop(id)
+  elseif (f[12] or f[13]) and expired_why(f[12], f[13], f[3]) then
+    -- Its start_by or deadline passed before the poller saw it.
+    bury_expired(id, f[1], f[3], expired_why(f[12], f[13], f[3]))
   elseif types and not types[f[1]] then
     park(id, f[6], NOHANDLER .. '|' .. f[1], nil)
     parked = parked + 1

@@ -107,6 +107,9 @@ if succeeded > 0 then
     for _, id in ipairs(done_ids) do queued = queued + settle_dependents(id, true, '') end
     signal(queued)
   end
+  -- The last jobs of sequence keys (sequences_ended): one EXISTS for a
+  -- queue without sequences.
+  if redis.call('EXISTS', K_SEQTAILS) == 1 then sequences_ended(done_ids) end
   redis.call('HINCRBY', K_STATS, 'succeeded_total', succeeded)
   count_minute('s', succeeded)
 end

@@ -33,6 +33,14 @@ local K_SIGKEYS, K_SIGPEND
 -- The parked durable jobs (park_waiting): sets of the ids asleep and of
 -- those awaiting a signal, the queue's sleeping and awaiting counts.
 local K_SLEEPING, K_AWAITING
+-- Expiry (expire_due): job id → when it may no longer start (ms), the
+-- earlier of its start_by and its deadline.
+local K_EXPIRES
+-- K_SEQTAILS: hash, the last job of each sequence key → the key
+-- (sequences_ended).
+local K_SEQTAILS
+-- The reasons an expired job ends dead with (its last_error).
+local EXPIRED, DEADLINE_PASSED = 'expired: not started by its start_by', 'deadline passed'
 local K_EVENTS, K_STATS, K_PAUSED, K_SIGNAL, K_FENCE
 local JOB, QK, NOW_S, LEASE_CLOCK, QUEUE, NOW
 local K_TOMB -- hash: id → priority of cancelled ids still in a priority list
@@ -133,7 +141,7 @@ local function whole_reader(fields)
 end
 -- claim_fields reads what a claim needs of a job (claim.lua).
 local claim_fields = whole_reader({'type', 'payload', 'attempt', 'max_attempts', 'timeout', 'priority',
-  'created_at', 'run_at', 'state', 'group', 'traceparent'})
+  'created_at', 'run_at', 'state', 'group', 'traceparent', 'start_by', 'deadline'})
 -- The field lists the functions below read per job, made once.
 local PRIORITY_GROUP = {'priority', 'group'}
 local RELEASE_FIELDS = {'type', 'priority', 'run_at', 'attempt', 'group', 'created_at'}
@@ -185,6 +193,7 @@ local function begin()
     K_TOMB, K_ACTIVE, K_LASTCLAIM = QK .. 'tomb', QK .. 'active', QK .. 'lastclaim'
     K_SIGKEYS, K_SIGPEND = QK .. 'sigkeys', QK .. 'sigpend'
     K_SLEEPING, K_AWAITING = QK .. 'sleeping', QK .. 'awaiting'
+    K_EXPIRES, K_SEQTAILS = QK .. 'expires', QK .. 'seqtails'
     K_LIMITS, K_LIMUSE, K_LIMSTAT, K_TIMERS = QK .. 'limits', QK .. 'limuse', QK .. 'limstat', QK .. 'timers'
     K_NOHANDLER = QK .. 'pslots:' .. NOHANDLER
     last_qk = QK
@@ -772,6 +781,17 @@ local function record_claim(worker, call, ids)
   redis.call('HSET', K_LASTCLAIM, worker, call .. ' ' .. NOW_S .. ' ' .. st .. ' ' .. table.concat(ids, ' '))
 end
 
+-- claim_timeout is the timeout (seconds, a string) of an attempt of a job
+-- whose claim fields (claim_fields) are f: its own, cut to end at its
+-- deadline (whole seconds, rounded up).
+local function claim_timeout(f)
+  if f[13] then
+    local left = math.ceil((tonumber(f[13]) - NOW) / 1000)
+    if left < tonumber(f[5]) then return tostring(math.max(left, 1)) end
+  end
+  return f[5]
+end
+
 -- replay_claim answers a claim sent again (claim_record's rec) as the
 -- first call was answered (claim.lua's groups of 12), for each job it
 -- leased that still runs under the token it got then; tags are the
@@ -795,7 +815,7 @@ local function replay_claim(rec, tags)
         local f = claim_fields(id)
         local o = #out
         out[o + 1] = id; out[o + 2] = token; out[o + 3] = f[1]; out[o + 4] = f[2]
-        out[o + 5] = attempt; out[o + 6] = f[4]; out[o + 7] = f[5]; out[o + 8] = f[6]
+        out[o + 5] = attempt; out[o + 6] = f[4]; out[o + 7] = claim_timeout(f); out[o + 8] = f[6]
         out[o + 9] = f[7]; out[o + 10] = f[8] or f[7]; out[o + 11] = f[10] or ''; out[o + 12] = f[11] or ''
       end
     end
@@ -1004,18 +1024,65 @@ local function finish(id, state, extra)
   end
 end
 
+-- unpark_waiting takes ids, which leave the scheduled set, out of the
+-- parked sets (park_waiting): one EXISTS for a queue without any.
+local function unpark_waiting(ids)
+  if #ids == 0 or redis.call('EXISTS', K_SLEEPING, K_AWAITING) == 0 then return end
+  call_chunked('SREM', K_SLEEPING, ids)
+  call_chunked('SREM', K_AWAITING, ids)
+end
+
+-- sequences_ended forgets the sequence keys (submit.lua, "sequence")
+-- whose last jobs are among ids, which just ended: K_SEQTAILS maps each
+-- key's last job to its key, so that a key is kept only while its last
+-- job has not ended. A failure reaches it through settle_dependents (a
+-- last job's has_dependents flag is 's' until a job is submitted behind
+-- it, which makes it '1'), a success through complete.lua.
+local function sequences_ended(ids)
+  local keys = hmget_chunked(K_SEQTAILS, ids)
+  for k, key in ipairs(keys) do
+    if key then
+      local sk = QK .. 'seq:' .. key
+      if redis.call('GET', sk) == ids[k] then redis.call('DEL', sk) end
+      redis.call('HDEL', K_SEQTAILS, ids[k])
+    end
+  end
+end
+
+-- withdraw takes job id, which waits in state (waiting, scheduled or
+-- queued; not running) with priority prio and, when a limit holds it
+-- back, its slot parked, out of the place it waits in: the waiting set and
+-- its dependencies' sets, the scheduled set (and a durable job's parked
+-- sets), the slot's parked set, or its list, where it stays as a
+-- tombstone that a claim drops (O(1): an LREM would scan the whole list).
+-- A cancel (cancel.lua) and an expiry (expire_due) take a job out so.
+local function withdraw(id, state, prio, parked)
+  if state == 'waiting' then
+    redis.call('ZREM', K_WAIT, id)
+    local pkey = QK .. 'deps:' .. id
+    for _, p in ipairs(redis.call('SMEMBERS', pkey)) do
+      redis.call('SREM', QK .. 'dependents:' .. p, id)
+    end
+    redis.call('DEL', pkey)
+    redis.call('SREM', QK .. 'rwait', id)
+  elseif state == 'scheduled' then
+    redis.call('ZREM', K_SCHED, id)
+    unpark_waiting({id})
+  elseif state == 'queued' and parked then
+    unpark_id(id, parked)
+  elseif state == 'queued' then
+    redis.call('HSET', K_TOMB, id, prio)
+    redis.call('HINCRBY', K_STATS, 'tomb_' .. prio, 1)
+  end
+end
+
 -- cancel_one cancels waiting job id for reason why, without its dependents;
 -- false when it was not waiting.
 local function cancel_one(id, why)
   local f = job_fields(id, TYPE_STATE_ATTEMPT)
   if f[2] ~= 'waiting' then return false end
-  redis.call('ZREM', K_WAIT, id)
-  local pkey = QK .. 'deps:' .. id
-  for _, p in ipairs(redis.call('SMEMBERS', pkey)) do
-    redis.call('SREM', QK .. 'dependents:' .. p, id)
-  end
-  redis.call('DEL', pkey)
-  redis.call('SREM', QK .. 'rwait', id)
+  withdraw(id, 'waiting')
+  if redis.call('HEXISTS', K_SEQTAILS, id) == 1 then sequences_ended({id}) end
   finish(id, 'cancelled', {'last_error', why})
   emit(id, f[1], 'cancelled', 'cancelled', f[3], '', why)
   return true
@@ -1065,7 +1132,10 @@ end
 -- with reason why. Returns how many jobs became queued.
 local function settle_dependents(id, ok, why, flag)
   if flag == nil then flag = redis.call('HGET', JOB .. id, 'has_dependents') end
-  if flag ~= '1' then return 0 end
+  if flag ~= '1' then
+    if flag == 's' then sequences_ended({id}) end
+    return 0
+  end
   if not ok then
     cancel_tree({id}, {why})
     return 0
@@ -1128,7 +1198,18 @@ local function retry_or_bury(id, f, err, retry, r, event, worker, slots, started
   end_lease(id, slots)
   redis.call('HINCRBY', K_STATS, 'failed_total', 1)
   count_minute('f', 1)
-  if (not retry) or attempt >= tonumber(f[3]) then
+  local due
+  local exhausted = (not retry) or attempt >= tonumber(f[3])
+  if not exhausted then
+    if delay then due = NOW + delay else due = backoff_due(tonumber(f[4]), tonumber(f[5]), attempt, r) end
+    -- No retry starts at or past the job's deadline (expire_due).
+    local dl = redis.call('HGET', JOB .. id, 'deadline')
+    if dl and due >= tonumber(dl) then
+      exhausted = true
+      err = err .. ' (no retry: ' .. DEADLINE_PASSED .. ')'
+    end
+  end
+  if exhausted then
     count_minute('d', 1)
     finish(id, 'dead', attempt_fields(f[2], started, worker, {'last_error', err, 'token', ''}))
     if event == 'lease_expired' then emit(id, f[1], 'lease_expired', 'dead', attempt, worker, err) end
@@ -1137,8 +1218,6 @@ local function retry_or_bury(id, f, err, retry, r, event, worker, slots, started
     settle_dependents(id, false, 'dependency ' .. id .. ' ended dead')
     return 'dead'
   end
-  local due
-  if delay then due = NOW + delay else due = backoff_due(tonumber(f[4]), tonumber(f[5]), attempt, r) end
   redis.call('HSET', JOB .. id, unpack(attempt_fields(f[2], started, worker, {'last_error', err, 'token', '', 'run_at', ms(due)})))
   return requeue(id, f[1], f[6], f[7], due, event, attempt, worker, err)
 end
@@ -1169,14 +1248,6 @@ local function park_waiting(id, f, delay, what, worker, slots, started)
   local st = snooze(id, f, delay, what, worker, slots, started, 'parked')
   if st == 'scheduled' then redis.call('SADD', sname and K_AWAITING or K_SLEEPING, id) end
   return st
-end
-
--- unpark_waiting takes ids, which leave the scheduled set, out of the
--- parked sets (park_waiting): one EXISTS for a queue without any.
-local function unpark_waiting(ids)
-  if #ids == 0 or redis.call('EXISTS', K_SLEEPING, K_AWAITING) == 0 then return end
-  call_chunked('SREM', K_SLEEPING, ids)
-  call_chunked('SREM', K_AWAITING, ids)
 end
 
 -- cancel_self ends an active job cancelled by its own handler, for reason
@@ -1211,14 +1282,88 @@ local function split_list(s)
   return t
 end
 
+-- Expiry and deadlines (docs/concepts.md, "Expiry and deadlines"). A job
+-- with a start_by or a deadline has an entry in K_EXPIRES, scored by the
+-- earlier of the two; the poller's promote pass ends the jobs whose time
+-- passed while they waited (expire_due), and a claim checks both times
+-- itself (claim.lua), so however late the poller, no attempt starts after
+-- them. start_by holds for the first attempt only; a deadline for all.
+
+-- expired_why tells why a job with start_by sb, deadline dl (ms strings,
+-- false or nil when unset) and attempt count attempt may not start now:
+-- nil when it may.
+local function expired_why(sb, dl, attempt)
+  if dl and NOW >= tonumber(dl) then return DEADLINE_PASSED end
+  if sb and NOW >= tonumber(sb) and (not attempt or attempt == '0') then return EXPIRED end
+  return nil
+end
+
+-- bury_expired ends job id (of type jtype, attempt count attempt), taken
+-- out of where it waited, dead for reason why; its dependents follow the
+-- dependency-failure rule.
+local function bury_expired(id, jtype, attempt, why)
+  finish(id, 'dead', {'last_error', why})
+  emit(id, jtype, 'dead', 'dead', attempt, '', why)
+  redis.call('HINCRBY', K_STATS, 'dead_total', 1)
+  count_minute('d', 1)
+  settle_dependents(id, false, 'dependency ' .. id .. ' ended dead')
+end
+
+local EXPIRY_FIELDS = {'type', 'state', 'attempt', 'priority', 'parked', 'start_by', 'deadline'}
+
+-- expire_due ends up to limit jobs whose entry in K_EXPIRES is due and
+-- which may no longer start (expired_why), wherever they wait. A job
+-- running then is left to its attempt (whose timeout ends at the
+-- deadline, and whose retry retry_or_bury refuses past it), and looked at
+-- again a second later; one that started before its start_by keeps an
+-- entry for its deadline. Returns how many ended, and the earliest entry
+-- left (ms, or nil).
+local function expire_due(limit)
+  local ids = redis.call('ZRANGEBYSCORE', K_EXPIRES, '-inf', NOW, 'LIMIT', 0, limit)
+  local n = 0
+  if #ids > 0 then
+    call_chunked('ZREM', K_EXPIRES, ids)
+    for _, id in ipairs(ids) do
+      local f = job_fields(id, EXPIRY_FIELDS)
+      if f[2] and not FINAL_STATES[f[2]] then
+        local why = expired_why(f[6], f[7], f[3])
+        if running(id) then
+          if f[7] then redis.call('ZADD', K_EXPIRES, ms(math.max(tonumber(f[7]), NOW + 1000)), id) end
+        elseif why then
+          withdraw(id, f[2], f[4], f[5])
+          bury_expired(id, f[1], f[3], why)
+          n = n + 1
+        elseif f[7] then
+          redis.call('ZADD', K_EXPIRES, f[7], id)
+        end
+      end
+    end
+  end
+  local r = redis.call('ZRANGE', K_EXPIRES, 0, 0, 'WITHSCORES')
+  return n, tonumber(r[2])
+end
+
 -- submit_next_job: a submitted job's arguments start at ARGV[b]; the next
 -- job's start 4 on, 8 after a job with extras ('1'), 9 after one with
--- extras and a batch ('2').
+-- extras and a batch ('2'), 10 after one with those and options ('3').
 local function submit_next_job(b)
   local e = ARGV[b + 3]
   if e == '' then return b + 4 end
   if e == '2' then return b + 9 end
+  if e == '3' then return b + 10 end
   return b + 8
+end
+
+-- submit_options parses a job's options (extras '3', submit.lua): lines
+-- of a one-letter code and a value: s start_by ms, d deadline ms, t tags
+-- (comma-separated), q sequence key, k debounce key, w debounce window
+-- ms, x debounce max wait ms, m debounce mode ('e' extend, else
+-- replace). Nil for ''.
+local function submit_options(s)
+  if s == '' then return nil end
+  local o = {}
+  for line in string.gmatch(s, '[^\n]+') do o[string.sub(line, 1, 1)] = string.sub(line, 2) end
+  return o
 end
 
 -- submit_replay answers a submit sent again (submit.lua): {'ok', i, id, …}

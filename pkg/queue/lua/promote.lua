@@ -1,9 +1,10 @@
 -- promote.lua: move scheduled jobs whose time has come into their priority lists.
 -- ARGV[6] limit
 -- Also lets go the jobs limits held back whose rate window has room again
--- (run_timers in lib.lua).
+-- (run_timers in lib.lua), and ends the jobs whose start_by or deadline
+-- passed while they waited (expire_due in lib.lua).
 -- Returns {moved, earliest remaining due ms or -1}: the earliest of the
--- scheduled set's and the rate timers'.
+-- scheduled set's, the rate timers' and the expiry entries'.
 local limit = tonumber(ARGV[6])
 local ids = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', NOW, 'LIMIT', 0, limit)
 if #ids > 0 then
@@ -25,6 +26,8 @@ if #ids > 0 then
   signal(#ids)
 end
 local timer = run_timers(limit)
+local _, expiry = expire_due(limit)
 local nxt = tonumber(redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')[2])
 if timer and (nxt == nil or timer < nxt) then nxt = timer end
+if expiry and (nxt == nil or expiry < nxt) then nxt = expiry end
 return {#ids, nxt and ms(nxt) or '-1'}

@@ -19,12 +19,16 @@
 --          four more follow: idempotency key ('' = none), depends_on
 --          (comma-separated ids, '' = none), group ('' = none),
 --          traceparent ('' = none); '2' = those four and a batch id: the
---          job is a member of that batch, see batch_ended in lib.lua).
+--          job is a member of that batch, see batch_ended in lib.lua;
+--          '3' = those five (the batch id '' = none) and the job's
+--          options, see submit_options in lib.lua: start_by, deadline,
+--          tags, a sequence key, a debounce).
 -- Every argument is a string Redis makes for the call: sharing the fixed
 -- fields costs ~4 instead of 14 per job (docs/benchmarks/2026-11.md).
 -- Returns {'ok', i, id, …}: one pair per job whose idempotency key named
 -- an earlier job (i its 0-based index, id the earlier job's; nothing was
--- created for it), every other job being new; {'err', i, j, code, detail}
+-- created for it; a debounce, below, names the job it updated as '~'
+-- and its id), every other job being new; {'err', i, j, code, detail}
 -- when job i's dependency j is unusable (code 'not_found' or 'failed'; i
 -- and j are 0-based); then nothing was written; {'guard', current score
 -- or ''} when the guard did not match, and nothing was written;
@@ -84,7 +88,7 @@ local jobs, alias -- job i's fields and phase 1's findings; batch id → effecti
 local checks = dry_run
 local b = base
 for _ = 1, n do
-  if ARGV[b + 3] ~= '' and (ARGV[b + 4] ~= '' or ARGV[b + 5] ~= '') then checks = true; break end
+  if ARGV[b + 3] == '3' or (ARGV[b + 3] ~= '' and (ARGV[b + 4] ~= '' or ARGV[b + 5] ~= '')) then checks = true; break end
   b = next_job(b)
 end
 
@@ -92,12 +96,29 @@ end
 if checks then
   jobs, alias = {}, {}
   local idem_seen = {}
+  local seq_seen, deb_seen = {}, {} -- sequence key → this call's last job; debounce key → {id, first}
   local uniq = nil -- the queue's uniqueness (submit_uniqueness), read at most once
   b = base
   for i = 1, n do
     local j = {id = ARGV[b], idem = '', deps_s = ''}
     if ARGV[b + 3] ~= '' then j.idem, j.deps_s = ARGV[b + 4], ARGV[b + 5] end
+    if ARGV[b + 3] == '3' then j.o = submit_options(ARGV[b + 9]) end
     b = next_job(b)
+    -- A debounce (o.k, docs/concepts.md "Debounce"): while the job its key
+    -- names has not started, this submit updates that job instead.
+    local o = j.o
+    if o and o.k then
+      local d = deb_seen[o.k]
+      if not d then
+        local cur = redis.call('GET', QK .. 'deb:' .. o.k)
+        local did, first = string.match(cur or '', '^(%S+) (%d+)$')
+        if did then
+          local f = job_fields(did, TYPE_STATE_ATTEMPT)
+          if f[2] == 'scheduled' and f[3] == '0' then d = {id = did, first = tonumber(first)} end
+        end
+      end
+      if d then j.debounce = d else deb_seen[o.k] = {id = j.id, first = NOW, new = true} end
+    end
     -- deps_s starting with '!': the job runs when a dependency fails
     -- (on_dependency_failure "run") instead of being cancelled.
     if string.byte(j.deps_s, 1) == 33 then j.run_anyway, j.deps_s = true, string.sub(j.deps_s, 2) end
@@ -117,8 +138,8 @@ if checks then
       end
       if existing then j.dup = existing end
     end
-    alias[j.id] = j.dup or j.id
-    if not j.dup then
+    alias[j.id] = j.dup or (j.debounce and j.debounce.id) or j.id
+    if not j.dup and not j.debounce then
       if j.idem ~= '' then idem_seen[j.idem] = j.id end
       j.pending = {}
       for k, d in ipairs(j.deps) do
@@ -142,6 +163,25 @@ if checks then
         elseif state ~= 'succeeded' then
           j.pending[#j.pending + 1] = eff
         end
+      end
+      -- A sequence (o.q): the job waits for its key's last job, while
+      -- that one has not ended (sequence_ended forgets it when it does).
+      if o and o.q then
+        local tail = seq_seen[o.q]
+        local state = tail and 'new'
+        if not tail then
+          tail = redis.call('GET', QK .. 'seq:' .. o.q)
+          state = tail and redis.call('HGET', JOB .. tail, 'state')
+        end
+        if state and not FINAL_STATES[state] then
+          local have = false
+          for _, p in ipairs(j.pending) do if p == tail then have = true end end
+          if not have then j.pending[#j.pending + 1] = tail end
+          j.seq_behind = tail
+        elseif state then
+          j.seq_behind = tail -- ended: no longer its key's last job
+        end
+        seq_seen[o.q] = j.id
       end
     end
   end
@@ -167,6 +207,22 @@ for i = 1, n do
   if j and j.dup then
     out[#out + 1] = tostring(i - 1)
     out[#out + 1] = j.dup
+  elseif j and j.debounce then
+    -- Replace: the pending job takes this payload. Extend: it is due a
+    -- window from now, never past its first submit's max wait.
+    local d, o = j.debounce, j.o
+    if o.m == 'e' then
+      local due = math.min(NOW + tonumber(o.w), d.first + tonumber(o.x))
+      local before = earliest()
+      redis.call('ZADD', K_SCHED, due, d.id)
+      redis.call('HSET', JOB .. d.id, 'run_at', ms(due))
+      wake_poller(before, due)
+    else
+      redis.call('HSET', JOB .. d.id, 'payload', ARGV[jb + 1])
+    end
+    emit(d.id, redis.call('HGET', JOB .. d.id, 'type'), 'debounced', 'scheduled', '0', '', '')
+    out[#out + 1] = tostring(i - 1)
+    out[#out + 1] = '~' .. d.id
   else
     local id, payload = ARGV[jb], ARGV[jb + 1]
     if ARGV[jb + 2] ~= p_num then
@@ -194,9 +250,35 @@ for i = 1, n do
       if deps_s ~= '' then opt[#opt + 1] = 'depends_on'; opt[#opt + 1] = deps_s end
       if group ~= '' then opt[#opt + 1] = 'group'; opt[#opt + 1] = group end
       if trace ~= '' then opt[#opt + 1] = 'traceparent'; opt[#opt + 1] = trace end
-      if ARGV[jb + 3] == '2' then
+      if ARGV[jb + 3] ~= '1' and ARGV[jb + 8] ~= '' then
         opt[#opt + 1] = 'batch'; opt[#opt + 1] = ARGV[jb + 8]
         batch_member_live(id)
+      end
+      local o = j and j.o
+      if o then
+        if o.s then opt[#opt + 1] = 'start_by'; opt[#opt + 1] = o.s end
+        if o.d then opt[#opt + 1] = 'deadline'; opt[#opt + 1] = o.d end
+        if o.s or o.d then
+          local sb, dl = tonumber(o.s), tonumber(o.d)
+          local at = math.min(sb or dl, dl or sb)
+          local first = tonumber(redis.call('ZRANGE', K_EXPIRES, 0, 0, 'WITHSCORES')[2])
+          redis.call('ZADD', K_EXPIRES, ms(at), id)
+          wake_poller(first, at)
+        end
+        if o.t then opt[#opt + 1] = 'tags'; opt[#opt + 1] = o.t end
+        if o.q then
+          -- 's': the key's last job (sequence_ended); a job submitted
+          -- behind it makes it '1'.
+          opt[#opt + 1] = 'sequence'; opt[#opt + 1] = o.q
+          opt[#opt + 1] = 'has_dependents'; opt[#opt + 1] = 's'
+          redis.call('SET', QK .. 'seq:' .. o.q, id)
+          redis.call('HSET', K_SEQTAILS, id, o.q)
+          if j.seq_behind then redis.call('HDEL', K_SEQTAILS, j.seq_behind) end
+        end
+        if o.k then
+          opt[#opt + 1] = 'debounce'; opt[#opt + 1] = o.k
+          redis.call('SET', QK .. 'deb:' .. o.k, id .. ' ' .. NOW_S, 'PX', tonumber(o.x) + 60000)
+        end
       end
     end
     local jtype, prio, created_at, run_at_s = ARGV[pf], ARGV[pf + 1], ARGV[pf + 6], ARGV[pf + 7]
