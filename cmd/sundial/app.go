@@ -65,6 +65,7 @@ func commands() []command {
 		{"dead", "list|retry|purge QUEUE", "dead letters of a queue", runDead},
 		{"limits", "list QUEUE | set|delete QUEUE NAME", "concurrency and rate limits of a queue", runLimits},
 		{"storage", "", "the storage format Redis holds and the processes that read it", runStorage},
+		{"audit", "[--actor ID] [--action A] [--target T] [--since TIME|DURATION] [--until TIME]", "who changed what: the audit log, newest first", runAudit},
 		{"watch", "[--queue Q] [--type T] [--job ID] [--stats]", "print job events live, one line each, until Ctrl-C", runWatch},
 		{"help", "", "show this help", nil},
 	}

@@ -3,21 +3,35 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sundialhq/sundial/internal/logbuf"
+	"github.com/sundialhq/sundial/internal/mongotest"
 	"github.com/sundialhq/sundial/pkg/httpapi"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, queuetest.IgnorePoolRedial) }
+func TestMain(m *testing.M) {
+	// mongotest starts PostgreSQL + FerretDB only for the tests that ask
+	// (the audit log's).
+	code := mongotest.Run(m)
+	if code == 0 {
+		if err := goleak.Find(queuetest.IgnorePoolRedial); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // server is a real API server over a private Redis.
 type server struct {
@@ -27,13 +41,18 @@ type server struct {
 
 func startServer(t *testing.T, keys ...string) *server {
 	t.Helper()
+	return startServerWith(t, httpapi.Config{APIKeys: keys})
+}
+
+// startServerWith runs an API configured by cfg (its Queue, rate limit,
+// shutdown and logger filled in).
+func startServerWith(t *testing.T, cfg httpapi.Config) *server {
+	t.Helper()
 	t.Parallel()
 	srv := queuetest.Start(t)
 	q := queue.New(srv.Client(), queue.Options{})
-	api, err := httpapi.New(httpapi.Config{
-		Queue: q, APIKeys: keys, RateLimit: "0", ShutdownTimeout: time.Second,
-		Logger: slog.New(slog.DiscardHandler),
-	})
+	cfg.Queue, cfg.RateLimit, cfg.ShutdownTimeout, cfg.Logger = q, "0", time.Second, slog.New(slog.DiscardHandler)
+	api, err := httpapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
