@@ -465,6 +465,58 @@ async function flows(page) {
     }
   });
 
+  await step("a job's logs show on its page and follow live; the dropped count shows past the cap", async () => {
+    // The e2e script is the job's HTTP worker: e2e-logs is a queue no worker of the stack serves.
+    const { job, token } = await loggingJob(1005);
+    await page.goto(base + `/jobs/${job.id}`);
+    const panel = page.getByTestId("job-logs");
+    // The job keeps its last 1,000 lines: the first 5 were dropped, which the panel says.
+    await panel.getByTestId("job-logs-dropped").getByText("5 older lines dropped", { exact: false }).waitFor({ timeout: 15_000 });
+    const log = panel.getByRole("log", { name: "Job log lines" });
+    await log.locator('li[data-level="info"]').getByText("line 1004", { exact: true }).waitFor();
+    check(await log.getByText("line 4", { exact: true }).count() === 0, "a dropped line is shown");
+    // A new line shows up while the page is open: the stream's log event, then ?after=.
+    await stack.api("POST", `/v1/jobs/${job.id}/logs`, { token, lines: [{ level: "error", message: "card declined", fields: { code: "51" } }] });
+    const fresh = log.locator('li[data-level="error"]');
+    await fresh.getByText("card declined").waitFor({ timeout: 15_000 });
+    await fresh.getByText("code").waitFor();
+    await page.getByTestId("job-tags").getByRole("link", { name: "tenant:e2e" }).waitFor();
+    await page.screenshot({ path: path.join(outDir, "job-logs.png"), fullPage: true });
+    await stack.api("POST", `/v1/jobs/${job.id}/complete`, { token, worker_id: "e2e-logs", result: { ok: true } });
+    await page.getByTestId("job-state").getByText("succeeded").waitFor({ timeout: 15_000 });
+  });
+
+  await step("the tag filter narrows the live list and the dead letters", async () => {
+    const tag = `e2e-red-${Date.now().toString(36)}`;
+    // No worker serves e2e-tags: its jobs stay queued.
+    const made = await stack.api("POST", "/v1/jobs/batch", {
+      jobs: [{ queue: "e2e-tags", type: "e2e.t", tags: [tag] }, { queue: "e2e-tags", type: "e2e.t", tags: [tag, "vip"] }, { queue: "e2e-tags", type: "e2e.t" }],
+    });
+    const ids = made.jobs.map((j) => j.id);
+    await page.goto(base + "/jobs?queue=e2e-tags&state=queued");
+    for (const id of ids) await page.locator(`[data-job="${id}"]`).waitFor({ timeout: 15_000 });
+    await page.getByRole("search", { name: "Filter jobs" }).getByLabel("Tag", { exact: true }).fill(tag);
+    await page.getByRole("button", { name: "Search" }).click();
+    await page.waitForURL(new RegExp(`tag=${tag}`));
+    await page.getByTestId("jobs-source").getByText(`tagged`, { exact: false }).waitFor();
+    await waitFor("only the tagged jobs listed", async () => (await page.locator("[data-job]").count()) === 2, { timeoutMs: 15_000 });
+    check(await page.locator(`[data-job="${ids[2]}"]`).count() === 0, "the untagged job is listed");
+    await page.locator(`[data-job="${ids[1]}"]`).getByText("vip").waitFor();
+    await stack.api("POST", "/v1/queues/e2e-tags/jobs/bulk", { action: "cancel", filter: { state: "queued" } });
+    // The dead letters: one failing job tagged, among the other dead jobs of e2e.
+    const bad = await stack.api("POST", "/v1/jobs", { queue: "e2e", type: "sundial.fail", payload: { times: 99 }, max_attempts: 1, tags: [tag] });
+    await waitFor("the tagged job to be dead", async () => (await stack.api("GET", `/v1/jobs/${bad.id}`)).state === "dead", { timeoutMs: 20_000 });
+    await page.goto(base + "/dead/e2e");
+    await page.locator("[data-job]").first().waitFor({ timeout: 15_000 });
+    const form = page.getByRole("search", { name: "Show dead jobs by tag" });
+    await form.getByLabel("Tag", { exact: true }).fill(tag);
+    await form.getByRole("button", { name: "Show" }).click();
+    await page.waitForURL(new RegExp(`/dead/e2e\\?tag=${tag}`));
+    await waitFor("only the tagged dead job listed", async () =>
+      (await page.locator("[data-job]").count()) === 1 && (await page.locator(`[data-job="${bad.id}"]`).count()) === 1, { timeoutMs: 15_000 });
+    await stack.api("DELETE", "/v1/queues/e2e/dead", { ids: [bad.id] });
+  });
+
   await step("with the history store, a queue and a live state read the live list", async () => {
     await page.goto(base + "/jobs?queue=e2e&state=dead");
     await page.locator("[data-job]").first().waitFor({ timeout: 15_000 });
@@ -577,6 +629,27 @@ async function durableJob({ received = false } = {}) {
   return { job, order };
 }
 
+/**
+ * loggingJob puts a running job with log lines on the stack by acting as its
+ * HTTP worker: it submits a tagged job to a queue no worker of the stack
+ * serves, claims it, and sends n lines "line 0".."line n-1" (100 a call, as
+ * the SDKs do). Returns the job and its lease token.
+ */
+async function loggingJob(n) {
+  const queue = "e2e-logs";
+  const worker_id = "e2e-logs";
+  const submitted = await stack.api("POST", "/v1/jobs", { queue, type: "e2e.logs", tags: ["tenant:e2e", "nightly"], timeout_seconds: 3600 });
+  const claim = await stack.api("POST", `/v1/queues/${queue}/claim`, { worker_id, types: ["e2e.logs"], wait_seconds: 5 });
+  check(claim.jobs.length === 1 && claim.jobs[0].job.id === submitted.id, `claimed ${JSON.stringify(claim)}`);
+  const token = claim.jobs[0].lease.token;
+  for (let i = 0; i < n; i += 100) {
+    const lines = [];
+    for (let k = i; k < Math.min(n, i + 100); k++) lines.push({ level: k % 10 === 9 ? "warn" : "info", message: `line ${k}`, fields: { k: String(k) } });
+    await stack.api("POST", `/v1/jobs/${submitted.id}/logs`, { token, lines });
+  }
+  return { job: await stack.api("GET", `/v1/jobs/${submitted.id}`), token };
+}
+
 // ---------------------------------------------------------------- screenshots
 
 async function seed() {
@@ -642,6 +715,7 @@ function pageList(seeded) {
     ["queues", "/queues", "Queues"],
     ["workers", "/workers", "Workers"],
     ["submit", "/submit", "Submit a job"],
+    ["audit", "/audit", "Audit log"],
   ];
 }
 
@@ -665,6 +739,7 @@ async function open(page, name, url, heading) {
     await page.locator('tr[data-reader="poller"]').waitFor(); // the stack's poller, a registered reader
   }
   if (name === "overview") await page.locator(".chart canvas").first().waitFor();
+  if (name === "audit") await page.getByTestId("audit").locator("tbody tr").first().waitFor();
 }
 
 async function screenshots(browser) {
@@ -726,8 +801,12 @@ async function a11y(browser) {
   let seeded;
   await step("seed data for the accessibility run", async () => { seeded = await seedOnce(); });
   if (!seeded) return;
+  let logged;
+  await step("a job with log lines for the accessibility run", async () => { logged = (await loggingJob(30)).job; });
   const pages = [
     ...pageList(seeded).map(([name, url, heading]) => ({ name, url, heading })),
+    ...(logged ? [{ name: "job-logs", url: `/jobs/${logged.id}`, heading: /Job /, as: "job", then: (p) => p.getByRole("log", { name: "Job log lines" }).locator("li").nth(29).waitFor({ timeout: 20_000 }) }] : []),
+    { name: "jobs-tag-filter", url: "/jobs?queue=e2e&state=dead&tag=none-such", heading: "Jobs", then: (p) => p.getByTestId("jobs-source").getByText("tagged", { exact: false }).waitFor() },
     { name: "schedule-new", url: "/schedules/new", heading: "New schedule" },
     { name: "dead-letters-all", url: "/dead", heading: "Dead letters" },
     { name: "jobs-filtered", url: "/jobs?queue=e2e&state=dead", heading: "Jobs", then: (p) => p.locator("[data-job]").first().waitFor({ timeout: 20_000 }) },

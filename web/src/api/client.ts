@@ -2,7 +2,7 @@
 // shape turned into ApiError with a message a person can read.
 
 import type {
-  Batch, BulkRequest, BulkResult, HistoryBacklog, Job, JobEvent, JobGraph, JobPage, Limit, LimitStatus, LiveJobFilter, QueueStats, Readiness, Schedule,
+  Batch, BulkRequest, BulkResult, HistoryBacklog, Job, JobEvent, JobGraph, JobLogPage, JobPage, Limit, LimitStatus, LiveJobFilter, QueueStats, Readiness, Schedule,
   OutboxRelay, SignalResult, Storage, Throughput, Worker,
 } from "./types";
 
@@ -106,6 +106,7 @@ export interface JobFilter {
   queue?: string;
   type?: string;
   state?: string;
+  tag?: string;
   from?: string;
   to?: string;
 }
@@ -125,6 +126,9 @@ export const api = {
     request<JobPage>("GET", "/v1/jobs" + qs({ ...f, cursor, limit: String(limit) })),
   getJob: (id: string) => request<Job>("GET", `/v1/jobs/${enc(id)}`),
   jobEvents: (id: string) => request<{ events: JobEvent[] }>("GET", `/v1/jobs/${enc(id)}/events`),
+  /** jobLogs reads a job's log lines after the line numbered after (0: from the first kept). */
+  jobLogs: (id: string, after = 0, limit = 1000) =>
+    request<JobLogPage>("GET", `/v1/jobs/${enc(id)}/logs` + qs({ after: after > 0 ? String(after) : undefined, limit: String(limit) })),
   /** jobGraph is the jobs connected to a job by dependencies, both ways (a workflow). */
   jobGraph: (id: string) => request<JobGraph>("GET", `/v1/jobs/${enc(id)}/graph`),
   submitJob: (spec: Record<string, unknown>) => request<Job>("POST", "/v1/jobs", spec),
@@ -151,12 +155,12 @@ export const api = {
   deleteLimit: (q: string, name: string) => request<void>("DELETE", `/v1/queues/${enc(q)}/limits/${enc(name)}`),
   /** liveJobs pages through one live state of a queue, from Redis (no history store needed). */
   liveJobs: (q: string, f: LiveJobFilter, cursor?: string, limit = 100) =>
-    request<JobPage>("GET", `/v1/queues/${enc(q)}/jobs` + qs({ state: f.state, type: f.type, priority: f.priority, cursor, limit: String(limit) })),
+    request<JobPage>("GET", `/v1/queues/${enc(q)}/jobs` + qs({ state: f.state, type: f.type, priority: f.priority, tag: f.tag, cursor, limit: String(limit) })),
   /** bulk acts on a selection of a queue's jobs in one request; requestId names it in the stream's progress messages. */
   bulk: (q: string, body: BulkRequest, requestId?: string) =>
     request<BulkResult>("POST", `/v1/queues/${enc(q)}/jobs/bulk`, body, requestId ? { "X-Request-Id": requestId } : undefined),
-  dead: (q: string, cursor?: string, limit = 100) =>
-    request<JobPage>("GET", `/v1/queues/${enc(q)}/dead` + qs({ cursor, limit: String(limit) })),
+  dead: (q: string, cursor?: string, limit = 100, tag?: string) =>
+    request<JobPage>("GET", `/v1/queues/${enc(q)}/dead` + qs({ tag, cursor, limit: String(limit) })),
   retryDead: (q: string, ids?: string[]) =>
     request<{ retried: number }>("POST", `/v1/queues/${enc(q)}/dead/retry`, ids ? { ids } : undefined),
   purgeDead: (q: string, ids?: string[]) =>

@@ -39,6 +39,38 @@ export interface Job {
   held_back?: { reason: HeldReason; message: string };
   /** What a durable job recorded (docs/durable.md): absent for a job that recorded nothing. */
   durable?: Durable;
+  /** A job not started by then ends dead ("expired: …"). */
+  start_by?: string;
+  /** No attempt starts after it; a running one is stopped at it; no retry past it. */
+  deadline?: string;
+  /** The debounce key whose submits update this job while it has not started. */
+  debounce_key?: string;
+  /** The queue's jobs of one key run one at a time, in submit order. */
+  sequence?: { key: string; on_failure?: "continue" | "cancel" };
+  tags?: string[];
+  /** The log lines the job keeps, and how many older ones it dropped (past its cap). */
+  logs?: { lines: number; dropped: number };
+  /** On a submit's answer only: an earlier pending job of the debounce key took the submit. */
+  debounced?: boolean;
+}
+
+export type LogLevel = "debug" | "info" | "warn" | "error";
+
+/** One line a job's handler logged (GET /v1/jobs/{id}/logs). */
+export interface JobLogLine {
+  seq: number;
+  at: string;
+  attempt: number;
+  level: LogLevel;
+  message: string;
+  fields?: Record<string, string>;
+}
+
+/** A page of a job's log: lines after a seq, how many the job dropped, and the seq to read after next. */
+export interface JobLogPage {
+  lines: JobLogLine[];
+  dropped: number;
+  next_after: number;
 }
 
 export type HeldReason = "dependencies" | "scheduled" | "limit" | "no_handler" | "paused" | "worker_gone" | "sleeping" | "awaiting_signal";
@@ -100,6 +132,7 @@ export interface LiveJobFilter {
   state?: LiveState;
   type?: string;
   priority?: Priority;
+  tag?: string;
 }
 
 export type BulkAction = "retry" | "cancel" | "delete" | "move";
@@ -108,6 +141,8 @@ export type BulkAction = "retry" | "cancel" | "delete" | "move";
 export interface BulkFilter {
   state?: LiveState;
   type?: string;
+  /** Only jobs with this tag. */
+  tag?: string;
   error_contains?: string;
   /** RFC 3339: dead jobs that died at or after it; other states, created at or after it. */
   since?: string;

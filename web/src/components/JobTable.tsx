@@ -94,7 +94,15 @@ export function JobTable({ jobs, label, selected = noneSelected, onSelect, showE
                     {j.queue}
                     {j.group ? <span className="chip group-chip" title={`group ${j.group}`}>{j.group}</span> : null}
                   </span>
-                  <span role="cell" className="c-type mono">{j.type}</span>
+                  <span role="cell" className="c-type mono">
+                    {j.type}
+                    {j.tags?.length ? (
+                      <span className="row-tags" title={`tags: ${j.tags.join(", ")}`}>
+                        {j.tags.slice(0, 2).map((t) => <span key={t} className="chip tag-chip">{t}</span>)}
+                        {j.tags.length > 2 ? <span className="muted">+{j.tags.length - 2}</span> : null}
+                      </span>
+                    ) : null}
+                  </span>
                   <span role="cell" className="c-attempt">{j.attempt}/{j.max_attempts}</span>
                   <span role="cell" className="c-time" title={j.created_at}>{ago(j.created_at)}</span>
                   {showError ? <span role="cell" className="c-error" title={j.last_error}>{j.last_error}</span> : null}

@@ -53,6 +53,7 @@ export async function bulkByIds(
 /** matchesDead tells whether a dead job is one the bulk filter selects (as the API reads it). */
 export function matchesDead(j: Job, f: BulkFilter): boolean {
   if (f.type && j.type !== f.type) return false;
+  if (f.tag && !(j.tags ?? []).includes(f.tag)) return false;
   if (f.error_contains && !(j.last_error ?? "").includes(f.error_contains)) return false;
   if (f.since && Date.parse(j.finished_at ?? "") < Date.parse(f.since)) return false;
   return true;
@@ -78,7 +79,7 @@ export async function previewDead(queue: string, f: BulkFilter, maxScan = 5000, 
   const since = f.since ? Date.parse(f.since) : NaN;
   let cursor: string | undefined;
   while (out.scanned < maxScan) {
-    const page = await api.liveJobs(queue, { state: "dead", type: f.type || undefined }, cursor, 500);
+    const page = await api.liveJobs(queue, { state: "dead", type: f.type || undefined, tag: f.tag || undefined }, cursor, 500);
     for (const j of page.jobs) {
       out.scanned++;
       if (Number.isFinite(since) && Date.parse(j.finished_at ?? "") < since) {

@@ -15,6 +15,7 @@ import { BulkProgress, describeBulk } from "../components/Bulk";
 import { Confirm, Empty, ErrorBanner } from "../components/ui";
 import { ago, fromInput, num } from "../lib/format";
 import { previewDead, type DeadPreview } from "../lib/bulk";
+import { useParams } from "../lib/params";
 
 type Action = { kind: "retry" | "purge"; all: boolean } | { kind: "filter"; filter: BulkFilter } | { kind: "move"; filter?: BulkFilter };
 
@@ -25,6 +26,7 @@ const validQueue = (q: string) => /^[a-z0-9_-]{1,64}$/.test(q);
 export function describeFilter(f: BulkFilter): string {
   const parts: string[] = [];
   if (f.type) parts.push(`of type ${f.type}`);
+  if (f.tag) parts.push(`tagged ${f.tag}`);
   if (f.error_contains) parts.push(`whose error contains “${f.error_contains}”`);
   if (f.since) parts.push(`that died since ${new Date(f.since).toLocaleString()}`);
   return parts.join(", ");
@@ -65,10 +67,12 @@ export function DeadLetters({ queue }: { queue?: string }) {
   const [message, setMessage] = useState<{ ok: boolean; text: string } | null>(null);
   const [form, setForm] = useState({ type: "", error: "", since: "" });
   const [moveTo, setMoveTo] = useState("");
+  const [params, setParams] = useParams();
+  const tag = params.get("tag") ?? "";
 
   const list = useInfiniteQuery({
-    queryKey: ["dead", name, deadCount],
-    queryFn: ({ pageParam }) => api.dead(name!, pageParam || undefined),
+    queryKey: ["dead", name, deadCount, tag],
+    queryFn: ({ pageParam }) => api.dead(name!, pageParam || undefined, 100, tag || undefined),
     initialPageParam: "",
     getNextPageParam: (last) => last.next_cursor || undefined,
     enabled: !!name,
@@ -91,7 +95,7 @@ export function DeadLetters({ queue }: { queue?: string }) {
     const body: BulkRequest =
       a.kind === "filter" ? { action: "retry", filter: a.filter }
         : a.kind === "move" ? { action: "move", to_queue: moveTo.trim(), ...(a.filter ? { filter: a.filter } : { ids: [...selected] }) }
-          : { action: a.kind === "retry" ? "retry" : "delete", ...(a.all ? { filter: {} } : { ids: [...selected] }) };
+          : { action: a.kind === "retry" ? "retry" : "delete", ...(a.all ? { filter: tag ? { tag } : {} } : { ids: [...selected] }) };
     const id = bulkRequestId();
     setAction(null);
     setMessage(null);
@@ -112,6 +116,7 @@ export function DeadLetters({ queue }: { queue?: string }) {
 
   const filter: BulkFilter = {
     ...(form.type.trim() ? { type: form.type.trim() } : {}),
+    ...(tag ? { tag } : {}),
     ...(form.error ? { error_contains: form.error } : {}),
     ...(fromInput(form.since) ? { since: fromInput(form.since) } : {}),
   };
@@ -124,7 +129,7 @@ export function DeadLetters({ queue }: { queue?: string }) {
       </div>
       <nav className="tabs" aria-label="Queues">
         {queues.map((q) => (
-          <Link key={q.name} href={`/dead/${q.name}`} className={q.name === name ? "current" : ""} aria-current={q.name === name ? "page" : undefined}>
+          <Link key={q.name} href={`/dead/${q.name}${tag ? `?tag=${encodeURIComponent(tag)}` : ""}`} className={q.name === name ? "current" : ""} aria-current={q.name === name ? "page" : undefined}>
             {q.name} <span className={q.dead > 0 ? "count bad" : "count"}>{num(q.dead)}</span>
           </Link>
         ))}
@@ -140,13 +145,34 @@ export function DeadLetters({ queue }: { queue?: string }) {
           <ErrorBanner error={list.error} />
           <form
             className="filters"
+            role="search"
+            aria-label="Show dead jobs by tag"
+            onSubmit={(e) => {
+              e.preventDefault();
+              const t = String(new FormData(e.currentTarget).get("tag") ?? "").trim();
+              setParams({ tag: t || undefined });
+              setSelected(new Set());
+            }}
+          >
+            <div className="filter">
+              <label htmlFor="d-tag">Tag</label>
+              <input id="d-tag" name="tag" defaultValue={tag} key={"tag" + tag} className="mono" placeholder="any tag" data-testid="dead-filter-tag" />
+            </div>
+            <div className="filter-actions">
+              <button type="submit">Show</button>
+              {tag ? <button type="button" onClick={() => setParams({ tag: undefined })}>All tags</button> : null}
+            </div>
+            {tag ? <p className="muted small">Only the dead jobs tagged <strong className="mono">{tag}</strong> are listed; the retry and move by filter below take the tag too.</p> : null}
+          </form>
+          <form
+            className="filters"
             aria-label="Retry dead jobs by filter"
             onSubmit={(e) => {
               e.preventDefault();
               setAction({ kind: "filter", filter });
             }}
           >
-            <p className="filters-title">Retry every dead job of <strong>{name}</strong> that matches:</p>
+            <p className="filters-title">Retry every dead job of <strong>{name}</strong>{tag ? <> tagged <strong className="mono">{tag}</strong></> : null} that matches:</p>
             <div className="filter">
               <label htmlFor="d-type">Type</label>
               <input id="d-type" value={form.type} onChange={(e) => setForm({ ...form, type: e.target.value })} placeholder="any type" />
@@ -170,11 +196,11 @@ export function DeadLetters({ queue }: { queue?: string }) {
             <button type="button" disabled={selected.size === 0 || busy} onClick={() => setAction({ kind: "move" })}>Move selected…</button>
             <button type="button" disabled={selected.size === 0 || busy} onClick={() => setAction({ kind: "purge", all: false })} className="danger-outline">Purge selected</button>
             <span className="spacer" />
-            <button type="button" disabled={!deadCount || busy} onClick={() => setAction({ kind: "retry", all: true })}>Retry all</button>
-            <button type="button" disabled={!deadCount || busy} onClick={() => setAction({ kind: "purge", all: true })} className="danger-outline">Purge all</button>
+            <button type="button" disabled={!deadCount || busy || (!!tag && jobs.length === 0)} onClick={() => setAction({ kind: "retry", all: true })}>{tag ? "Retry all tagged" : "Retry all"}</button>
+            <button type="button" disabled={!deadCount || busy || (!!tag && jobs.length === 0)} onClick={() => setAction({ kind: "purge", all: true })} className="danger-outline">{tag ? "Purge all tagged" : "Purge all"}</button>
           </div>
           {jobs.length === 0 && !list.isLoading ? (
-            <Empty>No dead jobs in <strong>{name}</strong>.</Empty>
+            <Empty>No dead jobs{tag ? <> tagged <span className="mono">{tag}</span></> : null} in <strong>{name}</strong>.</Empty>
           ) : (
             <JobTable
               jobs={jobs}
@@ -216,8 +242,12 @@ export function DeadLetters({ queue }: { queue?: string }) {
             : action?.kind === "filter" && name
             ? <FilterPreview queue={name} filter={action.filter} preview={preview} />
             : action?.kind === "retry"
-              ? <p>Queue {action.all ? "every" : num(count)} dead job{count === 1 ? "" : "s"} of <strong>{name}</strong> again{action.all ? ` (${num(count)})` : ""}, with attempts reset to 0?</p>
-              : <p>Delete {action?.kind === "purge" && action.all ? "every" : num(count)} dead job{count === 1 ? "" : "s"} of <strong>{name}</strong>{action?.kind === "purge" && action.all ? ` (${num(count)})` : ""} from Redis? This cannot be undone; their history stays in the history store.</p>
+              ? (action.all && tag
+                ? <p>Queue every dead job of <strong>{name}</strong> tagged <strong className="mono">{tag}</strong> again, with attempts reset to 0?</p>
+                : <p>Queue {action.all ? "every" : num(count)} dead job{count === 1 ? "" : "s"} of <strong>{name}</strong> again{action.all ? ` (${num(count)})` : ""}, with attempts reset to 0?</p>)
+              : action?.kind === "purge" && action.all && tag
+                ? <p>Delete every dead job of <strong>{name}</strong> tagged <strong className="mono">{tag}</strong> from Redis? This cannot be undone; their history stays in the history store.</p>
+                : <p>Delete {action?.kind === "purge" && action.all ? "every" : num(count)} dead job{count === 1 ? "" : "s"} of <strong>{name}</strong>{action?.kind === "purge" && action.all ? ` (${num(count)})` : ""} from Redis? This cannot be undone; their history stays in the history store.</p>
         }
         confirmLabel={action?.kind === "purge" ? "Purge" : action?.kind === "filter" ? "Retry matching" : action?.kind === "move" ? "Move" : "Retry"}
         danger={action?.kind === "purge"}

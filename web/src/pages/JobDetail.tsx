@@ -12,6 +12,7 @@ import { useLive } from "../live/store";
 import { Confirm, ErrorBanner, JsonBlock, Pre, StateBadge } from "../components/ui";
 import { DependencyGraph } from "../components/DependencyGraph";
 import { DurableWait, SignalForm, SignalTable, StepTimeline } from "../components/Durable";
+import { JobLogs } from "../components/JobLogs";
 import { ago, when } from "../lib/format";
 
 /**
@@ -64,6 +65,28 @@ export function eventDetail(e: Pick<JobEvent, "type" | "message" | "error">): st
   return m;
 }
 
+/** tagHref is the Jobs page filtered by a tag: the queue's live list in the job's state while it has not ended, else the history search. */
+function tagHref(queue: string, state: string | undefined, tag: string): string {
+  const p = new URLSearchParams({ queue });
+  if (state) p.set("state", state);
+  p.set("tag", tag);
+  return `/jobs?${p.toString()}`;
+}
+
+/** linkJobIds shows a message with the job ids it names (a sequence's job ahead) as links to their pages. */
+export function linkJobIds(text: string): React.ReactNode[] {
+  const out: React.ReactNode[] = [];
+  const re = /\b[0-9A-HJKMNP-TV-Z]{26}\b/g;
+  let last = 0;
+  for (let m = re.exec(text); m; m = re.exec(text)) {
+    if (m.index > last) out.push(text.slice(last, m.index));
+    out.push(<Link key={m.index} href={`/jobs/${m[0]}`} className="mono">{m[0]}</Link>);
+    last = m.index + m[0].length;
+  }
+  if (last < text.length) out.push(text.slice(last));
+  return out;
+}
+
 export function JobDetail({ id }: { id: string }) {
   const qc = useQueryClient();
   const job = useQuery({ queryKey: ["job", id], queryFn: () => api.getJob(id), retry: false });
@@ -79,7 +102,8 @@ export function JobDetail({ id }: { id: string }) {
     .filter((e, i, all) => !seen.some((x) => x.id === e.id) && all.findIndex((x) => x.id === e.id) === i);
   if (fresh.length > 0) setSeen([...seen, ...fresh]);
   useEffect(() => {
-    if (!liveEvent) return;
+    // A log event adds lines, which the Logs panel reads: the job is unchanged.
+    if (!liveEvent || liveEvent.event === "log") return;
     qc.invalidateQueries({ queryKey: ["job", id] });
     const t = setTimeout(() => qc.invalidateQueries({ queryKey: ["events", id] }), 1500);
     return () => clearTimeout(t);
@@ -95,7 +119,8 @@ export function JobDetail({ id }: { id: string }) {
     },
   });
 
-  const timeline = useMemo(() => mergeTimeline(events.data?.events ?? [], seen), [events.data, seen]);
+  // Log lines have their panel: their events would crowd the timeline.
+  const timeline = useMemo(() => mergeTimeline(events.data?.events ?? [], seen).filter((e) => e.type !== "log"), [events.data, seen]);
 
   if (job.error && !j) {
     return (
@@ -135,7 +160,7 @@ export function JobDetail({ id }: { id: string }) {
             {j.held_back && j.held_back.reason !== "limit" ? (
               <>
                 <dt>why it waits</dt>
-                <dd data-testid="job-held-back" data-reason={j.held_back.reason}>{j.held_back.message}</dd>
+                <dd data-testid="job-held-back" data-reason={j.held_back.reason}>{linkJobIds(j.held_back.message)}</dd>
               </>
             ) : null}
             {j.throttled_by && state === "queued" ? (
@@ -144,6 +169,38 @@ export function JobDetail({ id }: { id: string }) {
                 <dd data-testid="job-throttled-by">
                   waiting for limit <Link href="/queues" className="mono">{j.throttled_by}</Link>
                 </dd>
+              </>
+            ) : null}
+            {j.sequence ? (
+              <>
+                <dt>sequence</dt>
+                <dd data-testid="job-sequence">
+                  <span className="mono">{j.sequence.key}</span>
+                  <span className="muted"> — runs after the queue's earlier jobs of the key{j.sequence.on_failure === "cancel" ? "; cancelled if one of them ends dead or cancelled" : ""}</span>
+                </dd>
+              </>
+            ) : null}
+            {j.debounce_key ? (<><dt>debounce key</dt><dd className="mono" data-testid="job-debounce-key">{j.debounce_key}</dd></>) : null}
+            {j.tags?.length ? (
+              <>
+                <dt>tags</dt>
+                <dd data-testid="job-tags">
+                  {j.tags.map((t) => (
+                    <Link key={t} href={tagHref(j.queue, finalStates.has(state) ? undefined : state, t)} className="chip mono tag-chip" title={`Jobs tagged ${t}`}>{t}</Link>
+                  ))}
+                </dd>
+              </>
+            ) : null}
+            {j.start_by ? (
+              <>
+                <dt>start by</dt>
+                <dd title={j.start_by} data-testid="job-start-by">{when(j.start_by)} ({ago(j.start_by)}){j.started_at ? null : <span className="muted"> — expires unless it starts by then</span>}</dd>
+              </>
+            ) : null}
+            {j.deadline ? (
+              <>
+                <dt>deadline</dt>
+                <dd title={j.deadline} data-testid="job-deadline">{when(j.deadline)} ({ago(j.deadline)})</dd>
               </>
             ) : null}
             <dt>attempts</dt><dd>{j.attempt} of {j.max_attempts}</dd>
@@ -213,6 +270,7 @@ export function JobDetail({ id }: { id: string }) {
           </div>
         </section>
       ) : null}
+      <JobLogs key={j.id} id={j.id} tick={seen.length} />
       <section aria-labelledby="deps" className="deps-section">
         <h2 id="deps">Dependencies</h2>
         <p className="muted small">Parents to the left: a job waits for the jobs whose arrows point at it.</p>

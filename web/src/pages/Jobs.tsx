@@ -47,6 +47,7 @@ export function Jobs() {
     queue: params.get("queue") ?? undefined,
     type: params.get("type") ?? undefined,
     state: params.get("state") ?? undefined,
+    tag: params.get("tag") ?? undefined,
     from: params.get("from") ?? undefined,
     to: params.get("to") ?? undefined,
   };
@@ -79,9 +80,9 @@ export function Jobs() {
   const liveQueue = source.kind === "live" ? source.queue : "";
   const liveState = source.kind === "live" ? source.state : undefined;
   const live = useInfiniteQuery({
-    queryKey: ["live-jobs", liveQueue, liveState, filter.type, priority, held],
+    queryKey: ["live-jobs", liveQueue, liveState, filter.type, priority, filter.tag, held],
     queryFn: ({ pageParam }) =>
-      api.liveJobs(liveQueue, { state: liveState, type: filter.type, priority }, pageParam || undefined, held ? 500 : 100),
+      api.liveJobs(liveQueue, { state: liveState, type: filter.type, priority, tag: filter.tag }, pageParam || undefined, held ? 500 : 100),
     initialPageParam: "",
     getNextPageParam: (last) => last.next_cursor || undefined,
     enabled: !id && source.kind === "live",
@@ -109,7 +110,8 @@ export function Jobs() {
   const [fq, ft] = [source.kind === "live" ? source.queue : filter.queue, filter.type];
   const fs = source.kind === "live" ? source.state : filter.state;
   const unseen = (() => {
-    if (id || held) return 0;
+    // The stream's events do not carry tags: with a tag filter, it cannot tell.
+    if (id || held || filter.tag) return 0;
     const listed = new Set(jobs.map((j) => j.id));
     const since = list.dataUpdatedAt;
     let n = 0;
@@ -153,7 +155,7 @@ export function Jobs() {
     const rid = bulkRequestId();
     setRunning({ id: rid, action: "cancel" });
     try {
-      const r = await api.bulk(liveQueue, { action: "cancel", filter: { state: liveState, ...(filter.type ? { type: filter.type } : {}) } }, rid);
+      const r = await api.bulk(liveQueue, { action: "cancel", filter: { state: liveState, ...(filter.type ? { type: filter.type } : {}), ...(filter.tag ? { tag: filter.tag } : {}) } }, rid);
       setOutcome({ action: "cancel", matched: r.matched, count: r.count, failed: [] });
     } catch (error) {
       setOutcome({ action: "cancel", matched: 0, count: 0, failed: [{ queue: liveQueue, ids: stateCount ?? 0, error }] });
@@ -167,7 +169,8 @@ export function Jobs() {
       case "live":
         return (
           <>
-            Live from Redis: the <strong>{source.state}</strong> jobs of <strong>{source.queue}</strong>, {liveOrder[source.state]}
+            Live from Redis: the <strong>{source.state}</strong> jobs of <strong>{source.queue}</strong>
+            {filter.tag ? <> tagged <strong className="mono">{filter.tag}</strong></> : null}, {liveOrder[source.state]}
             {held ? <>, only those {heldReasons[held as HeldReason] ?? held}</> : null}.{" "}
             {source.why === "no-history"
               ? "The API runs without a history store, so the page lists what Redis holds; succeeded and cancelled jobs are not listed."
@@ -201,6 +204,7 @@ export function Jobs() {
             queue: String(f.get("queue") ?? "") || undefined,
             type: String(f.get("type") ?? "").trim() || undefined,
             state: String(f.get("state") ?? "") || undefined,
+            tag: String(f.get("tag") ?? "").trim() || undefined,
             priority: String(f.get("priority") ?? "") || undefined,
             from: fromInput(String(f.get("from") ?? "")),
             to: fromInput(String(f.get("to") ?? "")),
@@ -227,6 +231,10 @@ export function Jobs() {
             <option value="">any</option>
             {jobStates.map((s) => <option key={s} value={s}>{s}</option>)}
           </select>
+        </div>
+        <div className="filter">
+          <label htmlFor="f-tag">Tag</label>
+          <input id="f-tag" name="tag" defaultValue={filter.tag ?? ""} key={"g" + (filter.tag ?? "")} className="mono" placeholder="e.g. tenant:acme" data-testid="filter-tag" />
         </div>
         <div className="filter">
           <label htmlFor="f-priority">Priority (live list)</label>
@@ -293,7 +301,7 @@ export function Jobs() {
       ) : jobs.length === 0 && !(list.isLoading || one.isLoading || (needProbe && probe.isLoading) || list.isFetching) ? (
         <Empty>
           {source.kind === "live"
-            ? <>No {source.state} jobs{held ? ` ${heldReasons[held as HeldReason] ?? held}` : ""} in <strong>{source.queue}</strong> match{list.hasNextPage ? " among those read so far" : ""}.</>
+            ? <>No {source.state} jobs{filter.tag ? <> tagged <span className="mono">{filter.tag}</span></> : ""}{held ? ` ${heldReasons[held as HeldReason] ?? held}` : ""} in <strong>{source.queue}</strong> match{list.hasNextPage ? " among those read so far" : ""}.</>
             : "No jobs match. The search reads the history store, which records jobs within a second or two."}
           {list.hasNextPage && !id ? <> <button type="button" className="link" onClick={() => list.fetchNextPage()}>Read further</button></> : null}
         </Empty>
@@ -336,8 +344,9 @@ export function Jobs() {
         title="Cancel every matching job?"
         body={
           <p data-testid="cancel-matching-what">
-            Cancel every <strong>{liveState}</strong> job{filter.type ? <> of type <strong className="mono">{filter.type}</strong></> : null} of{" "}
-            <strong>{liveQueue}</strong>{stateCount !== undefined ? <> ({num(stateCount)} {liveState} in the queue now{filter.type ? ", of every type" : ""})</> : null}?
+            Cancel every <strong>{liveState}</strong> job{filter.type ? <> of type <strong className="mono">{filter.type}</strong></> : null}
+            {filter.tag ? <> tagged <strong className="mono">{filter.tag}</strong></> : null} of{" "}
+            <strong>{liveQueue}</strong>{stateCount !== undefined ? <> ({num(stateCount)} {liveState} in the queue now{filter.type || filter.tag ? ", of every type and tag" : ""})</> : null}?
             The server cancels them in chunks and says how many; their dependents are cancelled too.
           </p>
         }
