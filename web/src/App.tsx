@@ -10,6 +10,7 @@ import { ScheduleForm } from "./pages/ScheduleForm";
 import { Queues } from "./pages/Queues";
 import { Workers } from "./pages/Workers";
 import { Submit } from "./pages/Submit";
+import { Audit } from "./pages/Audit";
 import { Empty } from "./components/ui";
 
 export function App() {
@@ -28,6 +29,7 @@ export function App() {
         <Route path="/queues" component={Queues} />
         <Route path="/workers" component={Workers} />
         <Route path="/submit" component={Submit} />
+        <Route path="/audit" component={Audit} />
         <Route>
           <Empty>
             <h1>Not found</h1>

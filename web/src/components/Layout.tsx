@@ -15,6 +15,7 @@ const nav = [
   { href: "/queues", label: "Queues" },
   { href: "/workers", label: "Workers" },
   { href: "/submit", label: "Submit a job" },
+  { href: "/audit", label: "Audit log" },
 ];
 
 function active(path: string, href: string) {
