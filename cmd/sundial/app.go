@@ -58,7 +58,7 @@ func commands() []command {
 	return []command{
 		{"schedules", "list|get|put|delete|enable|disable|trigger|info", "manage recurring schedules", runSchedules},
 		{"queues", "[QUEUE] | pause|resume|forget QUEUE", "show queues' counts; pause, resume or forget one", runQueues},
-		{"jobs", "submit|get|list|wait|logs|cancel|retry|signal|bulk", "submit, inspect, wait for, signal and act on jobs", runJobs},
+		{"jobs", "submit|get|list|search|wait|logs|cancel|retry|signal|bulk", "submit, inspect, wait for, signal and act on jobs", runJobs},
 		{"workflows", "submit -f FILE [--id ID]", "submit a DAG of jobs across queues (docs/workflows.md)", runWorkflows},
 		{"batches", "submit -f FILE [--id ID] | get|cancel|retry ID", "batches of jobs with callbacks (docs/workflows.md)", runBatches},
 		{"workers", "", "the live workers", runWorkers},

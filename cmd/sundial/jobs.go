@@ -13,7 +13,7 @@ import (
 // runJobs handles "sundial jobs SUBCOMMAND".
 func runJobs(ctx context.Context, a *app, args []string) error {
 	if len(args) == 0 {
-		return usagef("jobs: give a subcommand: submit, get, list, wait, logs, cancel, retry, signal or bulk")
+		return usagef("jobs: give a subcommand: submit, get, list, search, wait, logs, cancel, retry, signal or bulk")
 	}
 	sub, args := args[0], args[1:]
 	switch sub {
@@ -35,6 +35,8 @@ func runJobs(ctx context.Context, a *app, args []string) error {
 		return jobsBulk(ctx, a, args)
 	case "logs":
 		return jobsLogs(ctx, a, args)
+	case "search":
+		return jobsSearch(ctx, a, args)
 	}
 	return usagef("jobs: unknown subcommand %q", sub)
 }
