@@ -102,7 +102,42 @@ type Job struct {
 	// Traceparent is a W3C trace context the job's handler span continues
 	// (docs/tracing.md).
 	Traceparent string
+	// StartBy (or ExpiresIn from now): unless its first attempt started
+	// by then, the job ends dead, expired (docs/concepts.md, "Expiry and
+	// deadlines"). Set at most one.
+	StartBy   time.Time
+	ExpiresIn time.Duration
+	// Deadline (or DeadlineIn from now): no attempt starts at or after
+	// it, a running attempt's context ends at it, no retry is scheduled
+	// past it. Set at most one.
+	Deadline   time.Time
+	DeadlineIn time.Duration
+	// Debounce makes a burst of submits with one key one job
+	// (docs/concepts.md, "Debounce"); Submitted.Debounced tells a submit
+	// that updated the pending job.
+	Debounce *Debounce
+	// Sequence runs the job after the earlier jobs of its key in its
+	// queue, one at a time, in submit order (docs/concepts.md, "Sequences").
+	Sequence *Sequence
+	// Tags label the job, to find it by (at most 10, [A-Za-z0-9_.:=/-]{1,64}).
+	Tags []string
 }
+
+// Debounce is a job's debounce: Key, WindowSeconds, Mode (DebounceReplace
+// or DebounceExtend) and MaxWaitSeconds.
+type Debounce = job.Debounce
+
+// Sequence is a job's sequence: Key and OnFailure (SequenceContinue or
+// SequenceCancel).
+type Sequence = job.Sequence
+
+// The modes of Debounce and the policies of Sequence.
+const (
+	DebounceReplace  = job.DebounceReplace  // the pending job takes each submit's payload
+	DebounceExtend   = job.DebounceExtend   // each submit moves the pending job a window later
+	SequenceContinue = job.SequenceContinue // the next job runs after one that ended dead or cancelled
+	SequenceCancel   = job.SequenceCancel   // the jobs behind one that ended dead or cancelled are cancelled
+)
 
 // spec turns j into the engine's submit spec.
 func (j Job) spec() (job.Spec, error) {
@@ -143,7 +178,25 @@ func (j Job) spec() (job.Spec, error) {
 		n := wholeSeconds(j.Timeout)
 		s.TimeoutSeconds = &n
 	}
+	s.StartBy, s.ExpiresInSeconds = timeOrSeconds(j.StartBy, j.ExpiresIn)
+	s.Deadline, s.DeadlineInSeconds = timeOrSeconds(j.Deadline, j.DeadlineIn)
+	s.Debounce, s.Sequence, s.Tags = j.Debounce, j.Sequence, j.Tags
 	return s, nil
+}
+
+// timeOrSeconds gives an option set as an instant or a duration from now
+// as job.Spec takes it (nil for an unset one).
+func timeOrSeconds(at time.Time, in time.Duration) (*time.Time, *float64) {
+	var t *time.Time
+	var sec *float64
+	if !at.IsZero() {
+		t = &at
+	}
+	if in != 0 {
+		v := in.Seconds()
+		sec = &v
+	}
+	return t, sec
 }
 
 // Submitted is the outcome of submitting one job.
@@ -153,6 +206,9 @@ type Submitted struct {
 	// Duplicate is true when the IdempotencyKey named a job submitted
 	// earlier; nothing new was created.
 	Duplicate bool
+	// Debounced is true when the Debounce key named a pending job, which
+	// the submit updated; nothing new was created.
+	Debounced bool
 }
 
 // Client submits and inspects jobs. It is safe for concurrent use; make one
@@ -230,7 +286,7 @@ func (c *Client) SubmitMany(ctx context.Context, jobs []Job) ([]Submitted, error
 	}
 	out := make([]Submitted, len(res))
 	for i, r := range res {
-		out[i] = Submitted{Job: r.Job, Duplicate: r.Duplicate}
+		out[i] = Submitted{Job: r.Job, Duplicate: r.Duplicate, Debounced: r.Debounced}
 	}
 	return out, nil
 }

@@ -27,6 +27,7 @@ type jobHash struct {
 	group          string
 	traceparent    string
 	durable        string // job.Durable as JSON, for a durable job
+	tags           []string
 }
 
 // decodeJobHash reads the fields of job id's hash in queue (queue.JobKey)
@@ -47,7 +48,7 @@ func hashOf(j *job.Job) *jobHash {
 		maxAttempts: j.MaxAttempts, timeout: j.TimeoutSeconds, backoff: j.Backoff,
 		runAt: j.RunAt, createdAt: j.CreatedAt, dependsOn: j.DependsOn, idempotencyKey: j.IdempotencyKey,
 		group: j.Group, traceparent: j.Traceparent,
-		durable: durableJSON(j.Durable),
+		durable: durableJSON(j.Durable), tags: j.Tags,
 	}
 }
 
@@ -96,12 +97,18 @@ func (h *jobHash) fields() bson.D {
 	if h.durable != "" {
 		d = append(d, bson.E{Key: fDurable, Value: h.durable})
 	}
+	if len(h.tags) > 0 {
+		d = append(d, bson.E{Key: fTags, Value: h.tags})
+	}
+	if terms := payloadTerms(h.payload); len(terms) > 0 {
+		d = append(d, bson.E{Key: fPayloadTerms, Value: terms})
+	}
 	return d
 }
 
 // hashFields are the job hash fields the history reads (see decodeJobHash).
 var hashFields = []string{"type", "state", "payload", "result", "priority", "max_attempts", "timeout",
-	"backoff_base", "backoff_max", "run_at", "created_at", "depends_on", "idempotency_key", "group", "traceparent"}
+	"backoff_base", "backoff_max", "run_at", "created_at", "depends_on", "idempotency_key", "group", "traceparent", "tags"}
 
 // readJobHashes fills in the hash of each group with one pipelined round
 // trip: the fields the history keeps, or for a durable job (a group with

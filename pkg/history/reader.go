@@ -29,7 +29,12 @@ type Query struct {
 	// DependsOn selects the jobs that depend on any of these ids (as
 	// stored: a job of another queue is named "<queue>|<id>").
 	DependsOn []string
-	Limit     int    // 1..500; 0 means 50
+	// Tag selects the jobs with this tag.
+	Tag string
+	// Payload selects the jobs whose payload has all these top-level
+	// field values, each a PayloadTerm.
+	Payload []string
+	Limit   int    // 1..500; 0 means 50
 	Cursor    string // opaque, from a previous page
 }
 

@@ -134,6 +134,8 @@ const (
 	fIdempotencyKey = "idempotency_key"
 	fGroup          = "group"
 	fTraceparent    = "traceparent"
+	fTags           = "tags"
+	fPayloadTerms   = "payload_terms"
 	fJobID          = "job_id"
 	fAt             = "at"
 )
@@ -165,6 +167,7 @@ type jobDoc struct {
 	Traceparent    string      `bson:"traceparent"`
 	// Durable is what a durable job recorded (job.Durable, as JSON).
 	Durable string `bson:"durable"`
+	Tags    []string `bson:"tags"`
 }
 
 func (d *jobDoc) job() *job.Job {
@@ -179,7 +182,7 @@ func (d *jobDoc) job() *job.Job {
 		ID: d.ID, Queue: d.Queue, Type: d.Type, Priority: job.Priority(d.Priority),
 		State: job.State(d.State), Attempt: d.Attempt, MaxAttempts: d.MaxAttempts,
 		TimeoutSeconds: d.TimeoutSeconds, DependsOn: d.DependsOn, IdempotencyKey: d.IdempotencyKey,
-		Group: d.Group, Traceparent: d.Traceparent,
+		Group: d.Group, Traceparent: d.Traceparent, Tags: d.Tags,
 		CreatedAt: d.CreatedAt.UTC(), StartedAt: utc(d.StartedAt), FinishedAt: utc(d.FinishedAt),
 		WorkerID: d.WorkerID, LastError: d.LastError,
 	}

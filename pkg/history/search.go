@@ -65,6 +65,12 @@ func (s *Store) Search(ctx context.Context, q Query) ([]*job.Job, string, error)
 	if q.State != "" {
 		filter = append(filter, bson.E{Key: fState, Value: string(q.State)})
 	}
+	if q.Tag != "" {
+		filter = append(filter, bson.E{Key: fTags, Value: q.Tag})
+	}
+	if len(q.Payload) > 0 {
+		filter = append(filter, bson.E{Key: fPayloadTerms, Value: bson.D{{Key: "$all", Value: q.Payload}}})
+	}
 	if len(q.DependsOn) > 0 {
 		filter = append(filter, bson.E{Key: fDependsOn, Value: bson.D{{Key: "$in", Value: q.DependsOn}}})
 	}

@@ -196,6 +196,8 @@ var indexes = []struct {
 	{JobsCollection, "group_created_id", []string{fGroup, fCreatedAt, fID}},
 	{JobsCollection, "idempotency_key", []string{fIdempotencyKey}},
 	{JobsCollection, "depends_on", []string{fDependsOn}}, // a job's dependents (GET /v1/jobs/{id}/graph)
+	{JobsCollection, "tags_created_id", []string{fTags, fCreatedAt, fID}},
+	{JobsCollection, "payload_terms_created_id", []string{fPayloadTerms, fCreatedAt, fID}},
 	{EventsCollection, "job_at", []string{fJobID, fAt}},
 }
 

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -382,3 +385,79 @@ func TestSearchByDependency(t *testing.T) {
 		t.Fatalf("dependents of p1: %v, want [c2 c1]", ids)
 	}
 }
+
+// TestSearchByTagAndPayload searches a large history by a tag and by top-level
+// payload field values, through the indexes the store makes, and says how
+// long each search took (SUNDIAL_HISTORY_SEARCH_N sets the size; 100,000
+// is the issue's measurement, CI runs fewer).
+func TestSearchByTagAndPayload(t *testing.T) {
+	e := newEnv(t)
+	if err := e.store.Setup(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := 20000
+	if v, err := strconv.Atoi(os.Getenv("SUNDIAL_HISTORY_SEARCH_N")); err == nil && v > 0 {
+		n = v
+	}
+	const chunk = 5000
+	start := time.Now()
+	for base := 0; base < n; base += chunk {
+		docs := make([]any, 0, chunk)
+		for i := base; i < min(base+chunk, n); i++ {
+			h := &jobHash{payload: fmt.Sprintf(`{"customer":"c%d","n":%d,"nested":{"x":1}}`, i%1000, i),
+				tags: []string{fmt.Sprintf("region=%d", i%10)}}
+			d := bson.D{{Key: fID, Value: fmt.Sprintf("j%07d", i)}, {Key: fQueue, Value: "q"}, {Key: fType, Value: "t"},
+				{Key: fState, Value: "succeeded"}, {Key: fCreatedAt, Value: t0.Add(time.Duration(i) * time.Millisecond)}}
+			docs = append(docs, append(d, h.fields()...))
+		}
+		if _, err := e.db.Collection(JobsCollection).InsertMany(e.ctx, docs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("inserted %d jobs in %v", n, time.Since(start))
+
+	search := func(q Query) []*job.Job {
+		t.Helper()
+		q.Limit = MaxLimit
+		start := time.Now()
+		var all []*job.Job
+		for {
+			jobs, next, err := e.store.Search(e.ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, jobs...)
+			if next == "" {
+				break
+			}
+			q.Cursor = next
+		}
+		t.Logf("search %+v: %d jobs in %v", q, len(all), time.Since(start))
+		return all
+	}
+	byCustomer := search(Query{Payload: []string{PayloadTerm("customer", "c7")}})
+	if len(byCustomer) != n/1000 {
+		t.Fatalf("customer c7: %d jobs, want %d", len(byCustomer), n/1000)
+	}
+	for _, j := range byCustomer {
+		if !bytesContains(j.Payload, `"customer":"c7"`) {
+			t.Fatalf("job %s does not match: %s", j.ID, j.Payload)
+		}
+	}
+	one := search(Query{Payload: []string{PayloadTerm("customer", "c7"), PayloadTerm("n", "7007")}})
+	if len(one) != 1 || one[0].ID != "j0007007" && n > 7007 {
+		t.Fatalf("customer c7 and n 7007: %d jobs", len(one))
+	}
+	tagged := search(Query{Tag: "region=3", Limit: 0})
+	if len(tagged) != n/10 {
+		t.Fatalf("tag region=3: %d jobs, want %d", len(tagged), n/10)
+	}
+	if !slices.Contains(tagged[0].Tags, "region=3") {
+		t.Fatalf("tags read back %v", tagged[0].Tags)
+	}
+	if nested := search(Query{Payload: []string{PayloadTerm("nested", `{"x":1}`)}}); len(nested) != 0 {
+		t.Fatalf("a nested object matched %d jobs", len(nested))
+	}
+}
+
+func bytesContains(b []byte, s string) bool { return strings.Contains(string(b), s) }

@@ -18,13 +18,16 @@ import (
 func (s *Server) listLiveJobs(c *gin.Context) {
 	q, err := s.knownQueue(c)
 	if err == nil {
-		err = checkQuery(c, "state", "type", "priority", "limit", "cursor")
+		err = checkQuery(c, "state", "type", "priority", "tag", "limit", "cursor")
+	}
+	if err == nil {
+		err = checkTag(c.Query("tag"))
 	}
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	o := queue.ListOptions{State: job.Queued, Type: c.Query("type"), Priority: job.Priority(c.Query("priority")), Cursor: c.Query("cursor")}
+	o := queue.ListOptions{State: job.Queued, Type: c.Query("type"), Priority: job.Priority(c.Query("priority")), Tag: c.Query("tag"), Cursor: c.Query("cursor")}
 	if v, ok := c.GetQuery("state"); ok {
 		o.State = job.State(v)
 		if !slices.Contains(queue.ListStates, o.State) {
@@ -149,4 +152,12 @@ func (h *hub) publishBulk(r *bulkResult) {
 		}
 		h.offer(c, msg)
 	}
+}
+
+// checkTag refuses a tag filter that no job can carry ("" = no filter).
+func checkTag(tag string) error {
+	if tag != "" && !job.ValidTag(tag) {
+		return invalid("tag", "tag must match [A-Za-z0-9_.:=/-]{1,64}")
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"strings"
 	"errors"
 	"net/http"
 	"time"
@@ -73,10 +74,25 @@ func (s *Server) searchJobs(c *gin.Context) {
 
 func searchQuery(c *gin.Context) (history.Query, error) {
 	var q history.Query
-	if err := checkQuery(c, "queue", "type", "group", "state", "from", "to", "limit", "cursor"); err != nil {
+	if err := checkQuery(c, "queue", "type", "group", "state", "tag", "payload.*", "from", "to", "limit", "cursor"); err != nil {
 		return q, err
 	}
-	q.Queue, q.Type, q.Group, q.Cursor = c.Query("queue"), c.Query("type"), c.Query("group"), c.Query("cursor")
+	q.Queue, q.Type, q.Group, q.Cursor, q.Tag = c.Query("queue"), c.Query("type"), c.Query("group"), c.Query("cursor"), c.Query("tag")
+	if err := checkTag(q.Tag); err != nil {
+		return q, err
+	}
+	for name, vals := range c.Request.URL.Query() {
+		field, ok := strings.CutPrefix(name, "payload.")
+		if !ok {
+			continue
+		}
+		if !history.ValidPayloadField(field) {
+			return q, invalid(name, "%s must name a top-level payload field of at most %d bytes", name, history.MaxPayloadKeyLen)
+		}
+		for _, v := range vals {
+			q.Payload = append(q.Payload, history.PayloadTerm(field, v))
+		}
+	}
 	q.State = job.State(c.Query("state"))
 	switch {
 	case q.Queue != "" && !job.ValidQueue(q.Queue):

@@ -52,7 +52,7 @@ func (s *Server) submitJob(c *gin.Context) {
 		return
 	}
 	status := http.StatusCreated
-	if res[0].Duplicate {
+	if res[0].Duplicate || res[0].Debounced {
 		status = http.StatusOK
 	}
 	c.Header("Location", "/v1/jobs/"+res[0].Job.ID)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"strings"
 	"strconv"
 	"time"
 
@@ -20,7 +21,8 @@ func checkQuery(c *gin.Context, allowed ...string) error {
 	for name := range c.Request.URL.Query() {
 		ok := false
 		for _, a := range allowed {
-			if name == a {
+			// "x.*" allows every parameter x.<name> (payload.<field>).
+			if name == a || (strings.HasSuffix(a, ".*") && strings.HasPrefix(name, a[:len(a)-1]) && len(name) > len(a)-1) {
 				ok = true
 				break
 			}

@@ -157,18 +157,28 @@ func (s *Server) resumeQueue(c *gin.Context) {
 func (s *Server) listDead(c *gin.Context) {
 	q, err := s.knownQueue(c)
 	if err == nil {
-		err = checkQuery(c, "limit", "cursor")
+		err = checkQuery(c, "limit", "cursor", "tag")
 	}
 	if err != nil {
 		fail(c, err)
 		return
 	}
 	limit, err := queryLimit(c)
+	if err == nil {
+		err = checkTag(c.Query("tag"))
+	}
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	jobs, next, err := s.q.Dead(c.Request.Context(), q, limit, c.Query("cursor"))
+	var jobs []*job.Job
+	var next string
+	if tag := c.Query("tag"); tag != "" {
+		// The live list's filter, over the dead set (newest first).
+		jobs, next, err = s.q.List(c.Request.Context(), q, queue.ListOptions{State: job.Dead, Tag: tag, Limit: limit, Cursor: c.Query("cursor")})
+	} else {
+		jobs, next, err = s.q.Dead(c.Request.Context(), q, limit, c.Query("cursor"))
+	}
 	if err != nil {
 		fail(c, err)
 		return

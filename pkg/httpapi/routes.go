@@ -89,6 +89,7 @@ var (
 	textSchema  = map[string]any{"type": "string"}
 	limitParam  = param{"limit", "Page size.", limitSchema, false}
 	cursorParam = param{"cursor", "The next_cursor of the previous page.", textSchema, false}
+	tagParam    = param{"tag", "Only jobs with this tag.", map[string]any{"type": "string", "pattern": "^[A-Za-z0-9_.:=/-]{1,64}$"}, false}
 )
 
 // routes is the API's route table: every route the server registers, in
@@ -185,14 +186,14 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/v1/queues/:q/jobs", s.listLiveJobs, operation{
 			ID: "listQueueJobs", Tag: "queues", Summary: "A queue's live jobs in one state, from Redis",
 			Description: "Pages through the jobs Redis holds in one live state, without a history store: queued (in about the order they would be claimed: high, normal, low, a fairness group's jobs where its turn is, then the jobs limits and missing handlers hold back), " +
-				"scheduled (by due time), waiting (by creation), active (by lease expiry), dead (newest first). Each page reads O(limit) entries whatever the backlog; with type or priority, at most 2,000 entries are read per request, " +
+				"scheduled (by due time), waiting (by creation), active (by lease expiry), dead (newest first). Each page reads O(limit) entries whatever the backlog; with type, priority or tag, at most 2,000 entries are read per request, " +
 				"so a page may hold fewer jobs than limit, even none, while next_cursor is not empty: follow it. The lists move while they are read: a job that changes state between two pages may be missed or shown twice, never shown in a state it has left. " +
 				"The history search (GET /v1/jobs) serves the final states.",
 			Query: []param{
 				{"state", "The live state to list.", map[string]any{"type": "string", "enum": []string{"queued", "scheduled", "waiting", "active", "dead"}, "default": "queued"}, false},
 				{"type", "Only jobs of this type.", typeSchema, false},
 				{"priority", "Only jobs of this priority.", enumSchema(job.Priority("")), false},
-				limitParam, cursorParam,
+				tagParam, limitParam, cursorParam,
 			},
 			Status: http.StatusOK, Response: searchResult{}, Errors: []int{400, 404, 503},
 		}},
@@ -209,7 +210,7 @@ func (s *Server) routes() []route {
 		}},
 		{http.MethodGet, "/v1/queues/:q/dead", s.listDead, operation{
 			ID: "listDead", Tag: "queues", Summary: "A queue's dead letters, newest first",
-			Query:  []param{limitParam, cursorParam},
+			Query:  []param{tagParam, limitParam, cursorParam},
 			Status: http.StatusOK, Response: searchResult{}, Errors: []int{400, 404, 503},
 		}},
 		{http.MethodPost, "/v1/queues/:q/dead/retry", s.retryDead, operation{

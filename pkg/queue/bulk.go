@@ -42,6 +42,8 @@ type BulkFilter struct {
 	State job.State `json:"state,omitempty"`
 	// Type, when set, keeps jobs of this type only.
 	Type string `json:"type,omitempty"`
+	// Tag, when set, keeps jobs with this tag only.
+	Tag string `json:"tag,omitempty"`
 	// ErrorContains, when set, keeps jobs whose last_error contains it
 	// (case-sensitive).
 	ErrorContains string `json:"error_contains,omitempty"`
@@ -114,6 +116,9 @@ func (r *BulkRequest) Validate(queue string) error {
 		if f.Type != "" && !job.ValidType(f.Type) {
 			return bad("filter.type", "is not a job type")
 		}
+		if f.Tag != "" && !job.ValidTag(f.Tag) {
+			return bad("filter.tag", "is not a tag ([A-Za-z0-9_.:=/-]{1,64})")
+		}
 	}
 	if r.Action == BulkMove {
 		if !job.ValidQueue(r.ToQueue) {
@@ -164,7 +169,7 @@ func (c *Client) Bulk(ctx context.Context, queue string, r BulkRequest, progress
 		return res, nil
 	}
 	f := r.Filter
-	o := ListOptions{State: f.State, Type: f.Type, Limit: BulkChunk}
+	o := ListOptions{State: f.State, Type: f.Type, Tag: f.Tag, Limit: BulkChunk}
 	for {
 		jobs, next, read, err := c.list(ctx, queue, o)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sundialhq/sundial/pkg/job"
@@ -21,6 +22,8 @@ type ListOptions struct {
 	Type string
 	// Priority, when set, keeps only jobs of this priority.
 	Priority job.Priority
+	// Tag, when set, keeps only jobs with this tag.
+	Tag string
 	// Limit is the page size (at least 1).
 	Limit int
 	// Cursor is the next cursor of the previous page, "" for the first.
@@ -116,7 +119,7 @@ func (c *Client) list(ctx context.Context, queue string, o ListOptions) ([]*job.
 	k := c.keysFor(queue)
 	limit := max(o.Limit, 1)
 	src := c.sourceFor(k, o, lc)
-	filtered := o.Type != "" || o.Priority != ""
+	filtered := o.Type != "" || o.Priority != "" || o.Tag != ""
 	var out []*job.Job
 	scanned, read := 0, 0
 	last := lc
@@ -147,7 +150,8 @@ func (c *Client) list(ctx context.Context, queue string, o ListOptions) ([]*job.
 		}
 		last = end
 		for i, j := range jobs {
-			if j == nil || j.State != o.State || (o.Type != "" && j.Type != o.Type) || (o.Priority != "" && j.Priority != o.Priority) {
+			if j == nil || j.State != o.State || (o.Type != "" && j.Type != o.Type) || (o.Priority != "" && j.Priority != o.Priority) ||
+				(o.Tag != "" && !slices.Contains(j.Tags, o.Tag)) {
 				continue
 			}
 			out = append(out, j)
@@ -163,14 +167,14 @@ func (c *Client) list(ctx context.Context, queue string, o ListOptions) ([]*job.
 	return out, last.encode(), read, nil
 }
 
-// preFilter keeps the entries of batch whose type and priority match o,
-// reading only those two fields of each job (a filter that matches few
-// jobs then reads few whole hashes).
+// preFilter keeps the entries of batch whose type, priority and tags
+// match o, reading only those fields of each job (a filter that matches
+// few jobs then reads few whole hashes).
 func (c *Client) preFilter(ctx context.Context, k *queueKeys, o ListOptions, batch []candidate) ([]candidate, error) {
 	pipe := c.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(batch))
 	for i, cd := range batch {
-		cmds[i] = pipe.HMGet(ctx, k.job(cd.id), "type", "priority")
+		cmds[i] = pipe.HMGet(ctx, k.job(cd.id), "type", "priority", "tags")
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, err
@@ -183,7 +187,9 @@ func (c *Client) preFilter(ctx context.Context, k *queueKeys, o ListOptions, bat
 		if prio == "" {
 			prio = string(job.Normal) // storage format 4 leaves the default out
 		}
-		if (o.Type == "" || typ == o.Type) && (o.Priority == "" || prio == string(o.Priority)) {
+		tags, _ := v[2].(string)
+		if (o.Type == "" || typ == o.Type) && (o.Priority == "" || prio == string(o.Priority)) &&
+			(o.Tag == "" || slices.Contains(strings.Split(tags, ","), o.Tag)) {
 			keep = append(keep, cd)
 		}
 	}

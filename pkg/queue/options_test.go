@@ -304,3 +304,24 @@ func TestTags(t *testing.T) {
 		}
 	}
 }
+
+// A retry by hand runs an expired job: its start_by and deadline go.
+func TestRetryOfAnExpiredJobRunsIt(t *testing.T) {
+	e := newEnv(t)
+	const q = "expretry"
+	j := e.submit(t, job.Spec{Queue: q, Type: "t", ExpiresInSeconds: ptr(1.0), DeadlineInSeconds: ptr(2.0)})[0]
+	e.clock.Advance(3 * time.Second)
+	if _, _, err := e.q.Promote(e.ctx, q, 100); err != nil {
+		t.Fatal(err)
+	}
+	wantExpired(t, e, j.ID, "deadline passed")
+	if _, err := e.q.Retry(e.ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if l := e.claim(t, q, 1); len(l) != 1 || l[0].Job.ID != j.ID {
+		t.Fatalf("the retried job did not start: %v", l)
+	}
+	if got := e.get(t, j.ID); got.StartBy != nil || got.Deadline != nil {
+		t.Fatalf("start_by %v / deadline %v kept after a retry by hand", got.StartBy, got.Deadline)
+	}
+}

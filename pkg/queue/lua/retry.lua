@@ -11,6 +11,9 @@
 -- A job cancelled while it ran, whose holder may not have heard yet, is
 -- scheduled for its cancelled lease's expiry instead of queued (fenced_due
 -- in lib.lua).
+-- A retry by hand is a new decision to run the job: its start_by and
+-- deadline, which may be what ended it, no longer apply (they are
+-- removed), and a job of a sequence runs without waiting for its key.
 -- Returns {'ok', requeued} — ids that do not qualify are skipped —
 -- or, when n = 1, {'conflict', state[, why]} / {'not_found'} for that one id.
 local dead_only = ARGV[6] == 'dead'
@@ -52,7 +55,7 @@ for i = 1, n do
     else
       redis.call('ZREM', K_DEAD, id)
       redis.call('ZREM', K_FIN, id)
-      redis.call('HDEL', jk, 'finished_at', 'started_at', 'worker_id', 'result')
+      redis.call('HDEL', jk, 'finished_at', 'started_at', 'worker_id', 'result', 'start_by', 'deadline')
       -- A member of a batch is live again: its next end is reported.
       if redis.call('HEXISTS', jk, 'batch') == 1 then batch_member_live(id) end
       local fdue = nil
