@@ -81,6 +81,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The audit log, newest first
+         * @description Who did what: one record per state-changing action (job cancel and retry, bulk actions with their filter, queue pause, resume and forget, dead letters, schedules, limits, uniqueness, batches, signals), per refused attempt (401, 403) and per start of the API (the keys it accepts, by id). Each names its actor (an API key's id, key:<first 12 hex digits of the key's SHA-256>, or a signed-in user's subject and name; never a secret), request id, time, action, target and outcome. Kept in the history store for SUNDIAL_AUDIT_RETENTION; 503 when no history store is configured (the records then go to the API's log). Needs the admin scope.
+         */
+        get: operations["listAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/batches": {
         parameters: {
             query?: never;
@@ -1280,6 +1300,10 @@ export interface components {
             batch?: string;
             /** Format: date-time */
             created_at: string;
+            /** Format: date-time */
+            deadline?: string;
+            debounce_key?: string;
+            debounced?: boolean;
             depends_on?: string[];
             durable?: {
                 awaiting?: {
@@ -1319,6 +1343,12 @@ export interface components {
             id: string;
             idempotency_key?: string;
             last_error?: string;
+            logs?: {
+                /** Format: int64 */
+                dropped: number;
+                /** Format: int64 */
+                lines: number;
+            };
             max_attempts: number;
             on_dependency_failure?: string;
             payload?: unknown;
@@ -1329,10 +1359,17 @@ export interface components {
             result?: unknown;
             /** Format: date-time */
             run_at: string;
+            sequence?: {
+                key: string;
+                on_failure?: string;
+            };
+            /** Format: date-time */
+            start_by?: string;
             /** Format: date-time */
             started_at?: string;
             /** @enum {string} */
             state: "waiting" | "scheduled" | "queued" | "active" | "succeeded" | "dead" | "cancelled";
+            tags?: string[];
             throttled_by?: string;
             timeout_seconds: number;
             traceparent?: string;
@@ -1370,10 +1407,20 @@ export interface components {
         };
         JobSpec: {
             backoff?: components["schemas"]["Backoff"];
+            /** Format: date-time */
+            deadline?: string;
+            deadline_in_seconds?: number;
+            debounce?: {
+                key: string;
+                max_wait_seconds?: number;
+                mode?: string;
+                window_seconds: number;
+            };
             /** @description Due this many seconds from now. Not with run_at. */
             delay_seconds?: number;
             /** @description Jobs of the same queue that must succeed first; in a batch "#n" names the batch's job n. */
             depends_on?: string[];
+            expires_in_seconds?: number;
             group?: string;
             /** @description Same key in the same queue within 24 h: the first job is answered, nothing new is created. */
             idempotency_key?: string;
@@ -1395,6 +1442,13 @@ export interface components {
              * @description When the job becomes due; at most 366 days ahead. Not with delay_seconds.
              */
             run_at?: string;
+            sequence?: {
+                key: string;
+                on_failure?: string;
+            };
+            /** Format: date-time */
+            start_by?: string;
+            tags?: string[];
             /**
              * @description The lease: a worker that dies loses it and the job is retried.
              * @default 30
@@ -1982,6 +2036,72 @@ export interface operations {
                     "application/json": components["schemas"]["Readiness"];
                 };
             };
+        };
+    };
+    listAudit: {
+        parameters: {
+            query?: {
+                /** @description Only records of this actor id (key:… or a user's subject). */
+                actor?: string;
+                /** @description Only records of this action (job.cancel, queue.pause…). */
+                action?: string;
+                /** @description Only records of this target (job:<id>, queue:<name>…). */
+                target?: string;
+                /** @description at or after this time. */
+                since?: string;
+                /** @description before this time. */
+                until?: string;
+                /** @description Page size. */
+                limit?: number;
+                /** @description The next_cursor of the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        next_cursor: string;
+                        records: {
+                            action: string;
+                            actor: {
+                                id?: string;
+                                ip?: string;
+                                kind: string;
+                                name?: string;
+                            };
+                            /** Format: date-time */
+                            at: string;
+                            code?: string;
+                            detail?: string;
+                            filter?: string;
+                            id: string;
+                            outcome: string;
+                            request_id?: string;
+                            status?: number;
+                            target?: string;
+                        }[];
+                    };
+                };
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     submitBatchJobs: {
