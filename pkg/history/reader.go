@@ -35,7 +35,7 @@ type Query struct {
 	// field values, each a PayloadTerm.
 	Payload []string
 	Limit   int    // 1..500; 0 means 50
-	Cursor    string // opaque, from a previous page
+	Cursor  string // opaque, from a previous page
 }
 
 // EventPage selects a page of a job's events.

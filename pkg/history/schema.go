@@ -166,7 +166,7 @@ type jobDoc struct {
 	Group          string      `bson:"group"`
 	Traceparent    string      `bson:"traceparent"`
 	// Durable is what a durable job recorded (job.Durable, as JSON).
-	Durable string `bson:"durable"`
+	Durable string   `bson:"durable"`
 	Tags    []string `bson:"tags"`
 }
 

@@ -1,9 +1,9 @@
 package httpapi
 
 import (
-	"strings"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"

@@ -1,8 +1,8 @@
 package httpapi
 
 import (
-	"strings"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
