@@ -144,7 +144,7 @@ func (h *hub) publishBulk(r *bulkResult) {
 	var msg []byte
 	for _, c := range h.snapshot() {
 		f := c.filter
-		if len(f.jobs) > 0 || len(f.types) > 0 || len(f.queues) > 0 && !slices.Contains(f.queues, r.Queue) {
+		if len(f.jobs) > 0 || len(f.types) > 0 || len(f.queues) > 0 && !slices.Contains(f.queues, r.Queue) || !f.allow.Allows(r.Queue) {
 			continue
 		}
 		if msg == nil {

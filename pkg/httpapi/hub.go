@@ -25,13 +25,13 @@ type hub struct {
 	m            *metrics
 	log          *slog.Logger
 
-	mu        sync.Mutex                // serializes changes of clients
-	clients   atomic.Pointer[[]*client] // copy-on-write: publishing takes no lock
-	running   atomic.Bool               // true while run runs and no shutdown began
-	leaving   chan struct{}             // closed when clients must go (shutdown)
-	wg        sync.WaitGroup            // client connections being served
-	lastStats atomic.Pointer[[]byte]    // the latest stats message, for new clients
-	lastWarn  atomic.Int64              // unix ns of the last read warning
+	mu        sync.Mutex                   // serializes changes of clients
+	clients   atomic.Pointer[[]*client]    // copy-on-write: publishing takes no lock
+	running   atomic.Bool                  // true while run runs and no shutdown began
+	leaving   chan struct{}                // closed when clients must go (shutdown)
+	wg        sync.WaitGroup               // client connections being served
+	lastStats atomic.Pointer[statsMessage] // the latest stats, for new clients
+	lastWarn  atomic.Int64                 // unix ns of the last read warning
 
 	discovered     chan struct{} // closed after the first discovery of streams
 	discoveredOnce sync.Once
@@ -168,6 +168,10 @@ type statsMessage struct {
 	Queues  []queue.QueueStats `json:"queues"`
 	Workers int                `json:"workers"`
 	At      msTime             `json:"at"`
+	encoded []byte             // the message as every unlimited client gets it
+	// workerQueues are each live worker's queues, to count the workers a
+	// limited client sees.
+	workerQueues [][]string
 }
 
 // tickStats computes the stats once per tick for every client and
@@ -202,15 +206,52 @@ func (h *hub) broadcastStats(ctx context.Context) {
 		h.warn(ctx, "stream: worker list unavailable", err)
 		return
 	}
-	msg, err := json.Marshal(statsMessage{Kind: "stats", Queues: stats, Workers: len(workers), At: msTime(h.q.Now())})
+	st := &statsMessage{Kind: "stats", Queues: stats, Workers: len(workers), At: msTime(h.q.Now())}
+	for _, w := range workers {
+		st.workerQueues = append(st.workerQueues, w.Queues)
+	}
+	msg, err := json.Marshal(st)
 	if err != nil {
 		h.log.Error("stream: encode stats", "err", err)
 		return
 	}
-	h.lastStats.Store(&msg)
+	st.encoded = msg
+	h.lastStats.Store(st)
+	limited := map[string][]byte{} // one encoding per set of patterns this tick
 	for _, c := range h.snapshot() {
-		h.offer(c, msg)
+		if !c.filter.allow.Limited() {
+			h.offer(c, msg)
+			continue
+		}
+		key := c.filter.allow.String()
+		if _, ok := limited[key]; !ok {
+			limited[key] = h.statsFor(c, st)
+		}
+		h.offer(c, limited[key])
 	}
+}
+
+// statsFor is the stats message as client c may see it: the queues its
+// patterns allow (fence.go).
+func (h *hub) statsFor(c *client, st *statsMessage) []byte {
+	if !c.filter.allow.Limited() {
+		return st.encoded
+	}
+	own := *st
+	own.Queues = make([]queue.QueueStats, 0, len(st.Queues))
+	for _, q := range st.Queues {
+		if c.filter.allow.Allows(q.Name) {
+			own.Queues = append(own.Queues, q)
+		}
+	}
+	own.Workers = 0
+	for _, qs := range st.workerQueues {
+		if len(c.filter.allow.Filter(qs)) > 0 {
+			own.Workers++
+		}
+	}
+	msg, _ := json.Marshal(own)
+	return msg
 }
 
 // warn logs a Redis failure of the hub at most once every 10 seconds.

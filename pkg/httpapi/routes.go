@@ -327,7 +327,7 @@ func (s *Server) newEngine() (*gin.Engine, error) {
 			e.Handle(r.Method, r.Path, r.Handler)
 			continue
 		}
-		e.Handle(r.Method, r.Path, s.audited(r), s.requireScope(r.Doc.scope(r.Method)), r.Handler)
+		e.Handle(r.Method, r.Path, s.audited(r), s.requireScope(r.Doc.scope(r.Method)), s.fence(r), r.Handler)
 	}
 	for _, r := range s.routes() {
 		switch {

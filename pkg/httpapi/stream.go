@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/gin-gonic/gin"
+	"github.com/sundialhq/sundial/pkg/access"
 	"github.com/sundialhq/sundial/pkg/job"
 )
 
@@ -24,10 +25,14 @@ const streamPath = "/v1/stream"
 // must match one of its values; an empty dimension matches everything.
 type streamFilter struct {
 	queues, types, jobs []string
+	// allow are the queues the caller may see (fence.go): events of the
+	// others never reach it, whatever it asks for.
+	allow access.Patterns
 }
 
 func (f *streamFilter) match(e *streamEvent) bool {
-	return (len(f.queues) == 0 || slices.Contains(f.queues, e.Queue)) &&
+	return f.allow.Allows(e.Queue) &&
+		(len(f.queues) == 0 || slices.Contains(f.queues, e.Queue)) &&
 		(len(f.types) == 0 || slices.Contains(f.types, e.Type)) &&
 		(len(f.jobs) == 0 || slices.Contains(f.jobs, e.JobID))
 }
@@ -98,6 +103,7 @@ func (s *Server) stream(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	f.allow = principalOf(c).queues
 	r := c.Request
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		fail(c, errNotWebsocket)
@@ -141,7 +147,7 @@ func (h *hub) serve(ctx context.Context, conn *websocket.Conn, cork *corkConn, f
 	defer h.wg.Done()
 	defer h.remove(c)
 	if st := h.lastStats.Load(); st != nil {
-		c.send <- *st
+		c.send <- h.statsFor(c, st)
 	}
 	var keepalive sync.WaitGroup
 	defer keepalive.Wait()
