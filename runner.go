@@ -51,6 +51,13 @@ func Progress(ctx context.Context, percent int, message string) error {
 	return worker.Progress(ctx, percent, message)
 }
 
+// Logger returns a logger whose lines are kept with the job whose handler
+// received ctx: shown live on its page, read with GET /v1/jobs/{id}/logs
+// and `sundial jobs logs`, up to a cap per job (docs/concepts.md, "Job
+// logs"). Attributes become the line's fields. Outside a handler it
+// discards.
+func Logger(ctx context.Context) *slog.Logger { return worker.Logger(ctx) }
+
 // Lease is what a handler knows of its attempt's lease: its fencing token
 // and until when this worker trusts it.
 type Lease = worker.Lease

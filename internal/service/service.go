@@ -29,7 +29,7 @@ type Env struct {
 
 // EngineOptions returns the Redis engine's options from the configuration.
 func (e *Env) EngineOptions() queue.Options {
-	return queue.Options{LeaseTTL: e.Config.LeaseTTL, LeaseGrace: e.Config.LeaseGrace,
+	return queue.Options{LeaseTTL: e.Config.LeaseTTL, LeaseGrace: e.Config.LeaseGrace, LogCap: e.Config.JobLogLines,
 		WaitReplicas: e.Config.RedisWaitReplicas, WaitTimeout: e.Config.RedisWaitTimeout}
 }
 

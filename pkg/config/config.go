@@ -49,6 +49,7 @@ type Config struct {
 	JobRetention      time.Duration
 	LeaseTTL          time.Duration
 	LeaseGrace        time.Duration
+	JobLogLines       int
 	RedisWaitReplicas int
 	RedisWaitTimeout  time.Duration
 	EventsMaxLen      int64
@@ -168,6 +169,7 @@ var Vars = []Var{
 	{"SUNDIAL_SHUTDOWN_TIMEOUT", "30s", "how long a stopping process waits for running jobs and requests before giving their leases back", false, durVar(0, 24*time.Hour, func(c *Config, d time.Duration) { c.ShutdownTimeout = d })},
 	{"SUNDIAL_JOB_RETENTION", "24h", "poller: how long succeeded and cancelled jobs stay in Redis (history keeps them in MongoDB)", false, durVar(time.Second, 365*24*time.Hour, func(c *Config, d time.Duration) { c.JobRetention = d })},
 	{"SUNDIAL_LEASE_TTL", "15s", "how long a job's lease lasts unrenewed: workers renew it every third of this while the job runs, so a dead worker's jobs come back within it whatever their timeout; a worker that cannot renew stops the handler at four fifths of it, and a restarted or promoted Redis claims nothing for this long (docs/operations.md, Leases)", false, durVar(time.Second, time.Hour, func(c *Config, d time.Duration) { c.LeaseTTL = d })},
+	{"SUNDIAL_JOB_LOG_LINES", "1000", "how many log lines a job keeps (what its handler logged, docs/concepts.md \"Job logs\"); older ones are dropped first and counted", false, intVar(1, 100000, func(c *Config, n int) { c.JobLogLines = n })},
 	{"SUNDIAL_LEASE_GRACE", "5s", "how long past a job's timeout its worker keeps renewing the lease so the handler can still report; after that the job is retried", false, durVar(100*time.Millisecond, time.Hour, func(c *Config, d time.Duration) { c.LeaseGrace = d })},
 	{"SUNDIAL_EVENTS_MAXLEN", "0", "hard cap of each queue's event stream; 0 = none with SUNDIAL_HISTORY=on (an event leaves Redis only once recorded) and 100000 with history off; events a cap drops unrecorded are counted (sundial_events_dropped_total) and logged", false, func(c *Config, v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)

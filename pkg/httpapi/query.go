@@ -35,14 +35,17 @@ func checkQuery(c *gin.Context, allowed ...string) error {
 }
 
 // queryLimit parses ?limit=, 1..maxPageSize, defaultPageSize when absent.
-func queryLimit(c *gin.Context) (int, error) {
+func queryLimit(c *gin.Context) (int, error) { return queryLimitUpTo(c, maxPageSize) }
+
+// queryLimitUpTo parses ?limit=, 1..most, defaultPageSize when absent.
+func queryLimitUpTo(c *gin.Context, most int) (int, error) {
 	v, ok := c.GetQuery("limit")
 	if !ok {
 		return defaultPageSize, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > maxPageSize {
-		return 0, invalid("limit", "limit must be a whole number between 1 and %d", maxPageSize)
+	if err != nil || n < 1 || n > most {
+		return 0, invalid("limit", "limit must be a whole number between 1 and %d", most)
 	}
 	return n, nil
 }

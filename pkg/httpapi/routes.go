@@ -69,8 +69,22 @@ func (o operation) scope(method string) string {
 		return o.Scope
 	case method == http.MethodGet:
 		return scopeRead
+	case operatorAction(o.Audit):
+		return scopeOperate
 	}
 	return scopeAdmin
+}
+
+// operatorAction reports whether an audited action is an operator's (the
+// operate scope): acting on jobs, queues, dead letters, schedules and
+// batches; limits and uniqueness stay admin's.
+func operatorAction(action string) bool {
+	for _, p := range []string{"job.", "jobs.", "dead.", "queue.", "schedule.", "batch."} {
+		if strings.HasPrefix(action, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // param is a query parameter.
@@ -305,7 +319,7 @@ func (s *Server) routes() []route {
 			Description: "The single-page app of web/, embedded in the binary. Its files and client routes (/jobs, /schedules…) are served without a key; index.html is revalidated on every load, hashed assets are cached for a year, and text files are sent brotli- or gzip-compressed when the browser accepts it.",
 			Status:      http.StatusOK, ContentType: "text/html",
 		}},
-	}, s.scheduleRoutes(), s.limitRoutes(), s.uniquenessRoutes(), s.workerRoutes(), s.durableRoutes(), s.workflowRoutes(), s.batchRoutes(), s.auditRoutes())
+	}, s.scheduleRoutes(), s.limitRoutes(), s.uniquenessRoutes(), s.workerRoutes(), s.durableRoutes(), s.logRoutes(), s.workflowRoutes(), s.batchRoutes(), s.auditRoutes(), s.signInRoutes())
 }
 
 var releaseMode sync.Once

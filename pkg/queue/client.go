@@ -64,6 +64,9 @@ type Options struct {
 	LeaseClock func() time.Time
 	// IdempotencyWindow is how long an idempotency key names its job. Default 24 h.
 	IdempotencyWindow time.Duration
+	// LogCap is how many log lines a job keeps (AppendLogs), the oldest
+	// dropped first. Default DefaultLogCap.
+	LogCap int
 	// WaitReplicas, when above 0, makes every submit wait (Redis WAIT, on
 	// the connection that wrote the jobs) until that many replicas of the
 	// queue's master acknowledge the write, up to WaitTimeout; fewer in

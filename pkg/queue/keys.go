@@ -32,7 +32,9 @@ const (
 // tag+"deps:"+id and tag+"dependents:"+id (dependency sets),
 // tag+"expires" (zset: id → when it may no longer start, its start_by or
 // deadline), tag+"seq:"+key (a sequence key's last job) and
-// tag+"deb:"+key ("<id> <first submit ms>": a debounce key's pending job).
+// tag+"deb:"+key ("<id> <first submit ms>": a debounce key's pending job),
+// tag+"seqtails" (hash: a sequence key's last job → the key) and
+// tag+"log:"+id (list: a job's log lines, lua/log.lua).
 type queueKeys struct {
 	name      string
 	tag       string // "sundial:{name}:"
@@ -81,6 +83,7 @@ func keysFor(queue string) *queueKeys {
 
 func (k *queueKeys) key(i int) string      { return k.all[i] }
 func (k *queueKeys) job(id string) string  { return k.jobPrefix + id }
+func (k *queueKeys) log(id string) string  { return k.tag + "log:" + id } // lua/log.lua
 func (k *queueKeys) tput(sec int64) string { return k.tag + "tput:" + itoa(sec) }
 
 // active is the hash of the queue's running attempts (K_ACTIVE in lua/lib.lua).

@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -323,5 +324,54 @@ func TestRetryOfAnExpiredJobRunsIt(t *testing.T) {
 	}
 	if got := e.get(t, j.ID); got.StartBy != nil || got.Deadline != nil {
 		t.Fatalf("start_by %v / deadline %v kept after a retry by hand", got.StartBy, got.Deadline)
+	}
+}
+
+// A job keeps the lines its running attempt logs, up to the cap, the
+// oldest dropped first and counted; a stale token keeps nothing.
+func TestJobLogs(t *testing.T) {
+	e := newEnv(t)
+	const q = "logs"
+	e.q = queue.New(e.srv.Client(), queue.Options{Now: e.clock.Now, LeaseClock: e.clock.Now, LeaseTTL: 11 * time.Second, LogCap: 250})
+	j := e.submit(t, job.Spec{Queue: q, Type: "t"})[0]
+	l := e.claim(t, q, 1)[0]
+	for b := range 3 {
+		lines := make([]queue.LogEntry, 100)
+		for i := range lines {
+			lines[i] = queue.LogEntry{Level: "info", Message: "line " + strconv.Itoa(b*100+i+1), Fields: map[string]string{"b": strconv.Itoa(b)}}
+		}
+		first, err := e.q.AppendLogs(e.ctx, q, l, lines)
+		if err != nil || first != int64(b*100+1) {
+			t.Fatalf("append %d: first %d, %v", b, first, err)
+		}
+	}
+	if _, err := e.q.AppendLogs(e.ctx, q, queue.Lease{Job: l.Job, Token: "1-000000000000"}, []queue.LogEntry{{Level: "info", Message: "x"}}); err != queue.ErrLeaseLost {
+		t.Fatalf("a stale token's lines: %v, want ErrLeaseLost", err)
+	}
+	if _, err := e.q.AppendLogs(e.ctx, q, l, []queue.LogEntry{{Level: "loud", Message: "x"}}); err == nil {
+		t.Fatal("a line of an unknown level was kept")
+	}
+	lines, dropped, err := e.q.Logs(e.ctx, q, j.ID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 250 || dropped != 50 || lines[0].Seq != 51 || lines[249].Seq != 300 || lines[0].Message != "line 51" || lines[0].Attempt != 1 {
+		t.Fatalf("kept %d lines (first %+v), dropped %d; want 250 from seq 51, 50 dropped", len(lines), lines[0], dropped)
+	}
+	page, _, _ := e.q.Logs(e.ctx, q, j.ID, 290, 5)
+	if len(page) != 5 || page[0].Seq != 291 {
+		t.Fatalf("after 290: %+v", page)
+	}
+	if got := e.get(t, j.ID); got.Logs == nil || got.Logs.Lines != 250 || got.Logs.Dropped != 50 {
+		t.Fatalf("job's log counts %+v", got.Logs)
+	}
+	var logEvents int
+	for _, ev := range e.events(t, q) {
+		if ev.Event == job.EventLog {
+			logEvents++
+		}
+	}
+	if logEvents != 3 {
+		t.Fatalf("%d log events, want 3", logEvents)
 	}
 }

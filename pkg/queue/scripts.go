@@ -23,7 +23,7 @@ var registryScripts = []string{"register", "switch"}
 // no begin(), and they share lua/batchlib.lua.
 var batchScripts = []string{"batchadd", "batchsettle"}
 
-var scriptNames = []string{"submit", "claim", "extend", "complete", "cycle", "reclaim", "release", "promote", "cancel", "retry", "purge", "prune", "resume", "limit", "forget", "unhandled", "settle", "step", "signal"}
+var scriptNames = []string{"submit", "claim", "extend", "complete", "cycle", "reclaim", "release", "promote", "cancel", "retry", "purge", "prune", "resume", "limit", "forget", "unhandled", "settle", "step", "signal", "log"}
 
 // freesMemory are the scripts that only delete (pruning ended jobs,
 // purging dead ones): they run when Redis is out of memory (maxmemory
@@ -54,8 +54,8 @@ func newScript(fn, evalSrc string) *script {
 // skip them.
 type scripts struct {
 	submit, claim, extend, complete, cycle, reclaim, release, promote, cancel, retry, purge, prune, resume, limit, forget, unhandled, settle *script
-	// step and signal: durable jobs (durable.go).
-	step, signal *script
+	// step and signal: durable jobs (durable.go); log: job logs (logs.go).
+	step, signal, log *script
 	// register records a process in the registry of readers (format.go).
 	// It is no transition: it runs without begin() and flush_events, over
 	// the registry's keys, and also when Redis is out of memory, so that
@@ -138,7 +138,7 @@ func loadScripts() *scripts {
 	s.reclaim, s.release, s.promote, s.cancel, s.retry = byName["reclaim"], byName["release"], byName["promote"], byName["cancel"], byName["retry"]
 	s.purge, s.prune, s.resume, s.limit, s.forget = byName["purge"], byName["prune"], byName["resume"], byName["limit"], byName["forget"]
 	s.unhandled, s.settle = byName["unhandled"], byName["settle"]
-	s.step, s.signal = byName["step"], byName["signal"]
+	s.step, s.signal, s.log = byName["step"], byName["signal"], byName["log"]
 	return s
 }
 

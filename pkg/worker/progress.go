@@ -29,6 +29,8 @@ type runningJob struct {
 	fake *FakeRun
 	// durable is what the attempt knows of its job's records (durable.go).
 	durable durableRun
+	// logs buffers the lines the handler logs (logs.go).
+	logs jobLog
 }
 
 // FakeRun is what a handler run by HandlerContext sees of its attempt,

@@ -579,7 +579,9 @@ func (w *Worker) start(jobsCtx context.Context, queueName string, l queue.Lease,
 	r := &running{queue: queueName, lease: l, cancel: cancel,
 		renewUntil: time.Now().Add(l.Job.Timeout() + w.q.Options().LeaseGrace),
 		heldUntil:  w.heldUntil(sent)}
-	ctx = context.WithValue(ctx, runningKey{}, &runningJob{w: w, r: r})
+	rj := &runningJob{w: w, r: r}
+	rj.logs.send = w.sendLogs(r)
+	ctx = context.WithValue(ctx, runningKey{}, rj)
 	w.observeStart(queueName, l)
 	w.mu.Lock()
 	w.active[l.Job.ID] = r
@@ -591,6 +593,9 @@ func (w *Worker) start(jobsCtx context.Context, queueName string, l queue.Lease,
 	go func() {
 		defer wg.Done()
 		o, report := w.execute(ctx, l)
+		// The attempt's log lines go before its outcome, while its
+		// token is still the running one.
+		rj.logs.flush(context.WithoutCancel(jobsCtx))
 		cancel(nil)
 		w.mu.Lock()
 		r.returned = true

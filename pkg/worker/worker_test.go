@@ -510,3 +510,41 @@ func TestShutdownGivesBackOnlyOnceHandlersReturned(t *testing.T) {
 		t.Fatalf("after shutdown job = %s attempt %d, want queued attempt 0", got.State, got.Attempt)
 	}
 }
+
+// What a handler logs with Logger is kept with its job, every line sent
+// before the outcome (the last lines of a job that ends at once too).
+func TestLoggerKeepsLinesWithTheJob(t *testing.T) {
+	e := newEnv(t)
+	w := newWorker(e, worker.Config{Concurrency: 1})
+	w.HandleFunc("chatty", func(ctx context.Context, j *job.Job) (any, error) {
+		log := worker.Logger(ctx).With("job", j.ID)
+		for i := range 150 {
+			log.Info("working", "i", i)
+		}
+		log.WithGroup("db").Warn("slow query", "ms", 812)
+		log.Debug("done")
+		return nil, nil
+	})
+	j := e.submit(t, job.Spec{Type: "chatty"})[0]
+	start(t, w)
+	e.waitState(t, j.ID, job.Succeeded)
+	lines, dropped, err := e.q.Logs(context.Background(), job.DefaultQueue, j.ID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 152 || dropped != 0 {
+		t.Fatalf("%d lines kept, %d dropped; want 152, 0", len(lines), dropped)
+	}
+	for i, l := range lines {
+		if l.Seq != int64(i+1) {
+			t.Fatalf("line %d has seq %d: out of order", i, l.Seq)
+		}
+	}
+	if l := lines[150]; l.Level != "warn" || l.Message != "slow query" || l.Fields["db.ms"] != "812" || l.Fields["job"] != j.ID {
+		t.Fatalf("line 151: %+v", l)
+	}
+	if l := lines[151]; l.Level != "debug" || l.Attempt != 1 {
+		t.Fatalf("line 152: %+v", l)
+	}
+	worker.Logger(context.Background()).Info("outside a handler: discarded")
+}

@@ -26,6 +26,7 @@ local keys = {}
 for _, id in ipairs(ids) do
   keys[#keys + 1] = JOB .. id
   keys[#keys + 1] = QK .. 'dependents:' .. id
+  keys[#keys + 1] = QK .. 'log:' .. id
 end
 -- The claim records (K_LASTCLAIM, claim.lua) of workers that claimed
 -- nothing for ten minutes: a lost reply is sent again within seconds.

@@ -6,7 +6,7 @@ local count = 0
 for i = 1, n do
   local id = ARGV[6 + i]
   if redis.call('ZREM', K_DEAD, id) == 1 then
-    redis.call('DEL', JOB .. id, QK .. 'dependents:' .. id)
+    redis.call('DEL', JOB .. id, QK .. 'dependents:' .. id, QK .. 'log:' .. id)
     count = count + 1
   end
 end
