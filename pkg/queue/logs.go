@@ -149,4 +149,3 @@ func ParseLogLine(raw string) (LogLine, bool) {
 	}
 	return LogLine{Seq: seq, At: msTime(at), Attempt: attempt, Level: e.Level, Message: e.Message, Fields: e.Fields}, true
 }
-
