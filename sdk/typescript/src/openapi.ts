@@ -449,6 +449,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/{id}/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A job's log lines, oldest first
+         * @description The lines the job's handlers logged with a seq above after, oldest first, from Redis while the job is kept there. Follow a running job by asking again with after=next_after on each of its log events.
+         */
+        get: operations["jobLogs"];
+        put?: never;
+        /**
+         * Keep lines a running job logged (HTTP worker)
+         * @description Keeps up to 100 lines (level debug, info, warn or error; a message, longer than 8 KiB cut; at most 20 fields) under the running attempt's token, numbered on from the job's last line. A job keeps its last 1,000 lines (SUNDIAL_JOB_LOG_LINES); older ones are dropped and counted. Each call adds a log event to the stream. 409 when the lease is lost: nothing is kept.
+         */
+        post: operations["appendJobLogs"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{id}/park": {
         parameters: {
             query?: never;
@@ -717,7 +741,7 @@ export interface paths {
         };
         /**
          * A queue's live jobs in one state, from Redis
-         * @description Pages through the jobs Redis holds in one live state, without a history store: queued (in about the order they would be claimed: high, normal, low, a fairness group's jobs where its turn is, then the jobs limits and missing handlers hold back), scheduled (by due time), waiting (by creation), active (by lease expiry), dead (newest first). Each page reads O(limit) entries whatever the backlog; with type or priority, at most 2,000 entries are read per request, so a page may hold fewer jobs than limit, even none, while next_cursor is not empty: follow it. The lists move while they are read: a job that changes state between two pages may be missed or shown twice, never shown in a state it has left. The history search (GET /v1/jobs) serves the final states.
+         * @description Pages through the jobs Redis holds in one live state, without a history store: queued (in about the order they would be claimed: high, normal, low, a fairness group's jobs where its turn is, then the jobs limits and missing handlers hold back), scheduled (by due time), waiting (by creation), active (by lease expiry), dead (newest first). Each page reads O(limit) entries whatever the backlog; with type, priority or tag, at most 2,000 entries are read per request, so a page may hold fewer jobs than limit, even none, while next_cursor is not empty: follow it. The lists move while they are read: a job that changes state between two pages may be missed or shown twice, never shown in a state it has left. The history search (GET /v1/jobs) serves the final states.
          */
         get: operations["listQueueJobs"];
         put?: never;
@@ -931,6 +955,26 @@ export interface paths {
          * @description Submits the schedule's job at once without moving the schedule: its next run, last run and last job stay as they are. The body may be left out or be {}.
          */
         post: operations["triggerSchedule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/session": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who the caller is
+         * @description The caller as the API sees it: its actor (an API key by id, a signed-in user by subject and name), its scopes, the queue patterns it is limited to ("*": every queue), and whether the dashboard's sign-in is on.
+         */
+        get: operations["session"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1179,6 +1223,7 @@ export interface components {
              * @enum {string}
              */
             state?: "dead" | "queued" | "scheduled" | "waiting";
+            tag?: string;
             type?: string;
         };
         BulkRequest: {
@@ -2816,6 +2861,115 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    jobLogs: {
+        parameters: {
+            query?: {
+                /** @description Only lines with a seq above this one. */
+                after?: number;
+                /** @description Page size. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description A job id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: int64 */
+                        dropped: number;
+                        lines: {
+                            /** Format: date-time */
+                            at: string;
+                            attempt: number;
+                            fields?: {
+                                [key: string]: string;
+                            };
+                            level: string;
+                            message: string;
+                            /** Format: int64 */
+                            seq: number;
+                        }[];
+                        /** Format: int64 */
+                        next_after: number;
+                    };
+                };
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    appendJobLogs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A job id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    lines: {
+                        fields?: {
+                            [key: string]: string;
+                        };
+                        level: string;
+                        message: string;
+                    }[];
+                    token: string;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        accepted: number;
+                        /** Format: int64 */
+                        first_seq: number;
+                    };
+                };
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     parkJob: {
         parameters: {
             query?: never;
@@ -3309,6 +3463,8 @@ export interface operations {
     listDead: {
         parameters: {
             query?: {
+                /** @description Only jobs with this tag. */
+                tag?: string;
                 /** @description Page size. */
                 limit?: number;
                 /** @description The next_cursor of the previous page. */
@@ -3431,6 +3587,8 @@ export interface operations {
                 type?: string;
                 /** @description Only jobs of this priority. */
                 priority?: "high" | "normal" | "low";
+                /** @description Only jobs with this tag. */
+                tag?: string;
                 /** @description Page size. */
                 limit?: number;
                 /** @description The next_cursor of the previous page. */
@@ -4090,6 +4248,44 @@ export interface operations {
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    session: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        actor: {
+                            id?: string;
+                            ip?: string;
+                            kind: string;
+                            name?: string;
+                        };
+                        queues: string;
+                        scopes: string[];
+                        sign_in: boolean;
+                    };
+                };
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
         };
     };
     signalByKey: {
