@@ -31,6 +31,9 @@ type logPage struct {
 // logPoll is how often jobs logs --follow reads new lines.
 var logPoll = time.Second
 
+// logPageSize is the lines asked for a page (the API's most).
+const logPageSize = 1000
+
 // jobsLogs handles "jobs logs ID [--after SEQ] [--follow]": the lines the
 // job's handlers logged (ctx.log, worker.Logger), oldest first, one a line
 // as "<time> <level> <message> k=v …"; with --follow it reads new lines
@@ -62,7 +65,7 @@ func jobsLogs(ctx context.Context, a *app, args []string) error {
 			}
 		}
 		for {
-			v := url.Values{"limit": {"1000"}}
+			v := url.Values{"limit": {strconv.Itoa(logPageSize)}}
 			if next > 0 {
 				v.Set("after", strconv.FormatInt(next, 10))
 			}
@@ -88,10 +91,13 @@ func jobsLogs(ctx context.Context, a *app, args []string) error {
 				}
 			}
 			dropped = max(dropped, page.Dropped)
-			if len(page.Lines) == 0 || page.NextAfter <= next {
+			more := len(page.Lines) == logPageSize && page.NextAfter > next
+			if page.NextAfter > next {
+				next = page.NextAfter
+			}
+			if !more {
 				break
 			}
-			next = page.NextAfter
 		}
 		if !*follow || final(j.State) {
 			return nil
