@@ -220,8 +220,14 @@ func (s *Server) recordKeys(ctx context.Context) {
 		b.WriteString(s.auth.queues[i].String())
 	}
 	detail := b.String()
-	if s.auth.open() {
+	switch {
+	case s.open():
 		detail = "no keys: the API is open"
+	case s.auth.open():
+		detail = "no keys"
+	}
+	if s.oidc != nil {
+		detail += "; sign-in with OpenID Connect at " + s.oidc.cfg.Issuer
 	}
 	now := time.Now().UTC()
 	s.writeAudit(ctx, audit.Record{ID: audit.NewID(now), At: now, Actor: audit.Actor{Kind: audit.ActorSystem},

@@ -19,7 +19,11 @@ const (
 	scopeRead   = "read"   // any valid key
 	scopeSubmit = "submit" // POST /v1/jobs, /v1/jobs/batch
 	scopeWork   = "work"   // the HTTP worker protocol: claim, heartbeat, complete, fail
-	scopeAdmin  = "admin"  // everything else that changes state; implies submit and work
+	scopeAdmin  = "admin"  // everything else that changes state; implies submit, work and operate
+	// scopeOperate is an operator's: act on jobs, queues, schedules and
+	// batches (cancel, retry, bulk actions, dead letters, pause, resume,
+	// forget, schedules), not on limits, uniqueness or the audit log.
+	scopeOperate = "operate"
 )
 
 // authenticator checks bearer API keys. It keeps only digests of the keys.
@@ -70,7 +74,7 @@ func parseKey(entry string) (string, map[string]bool, access.Patterns) {
 	scopes := map[string]bool{}
 	for _, s := range strings.Split(entry[i+1:], "+") {
 		switch s {
-		case scopeSubmit, scopeWork, scopeAdmin:
+		case scopeSubmit, scopeWork, scopeOperate, scopeAdmin:
 			scopes[s] = true
 		default:
 			return entry, nil, queues
@@ -85,6 +89,11 @@ type principal struct {
 	actor  audit.Actor
 	scopes map[string]bool // nil: every scope
 	queues access.Patterns // the zero value: every queue
+	// cookie: authenticated by the dashboard's session cookie, so that
+	// state-changing requests need the CSRF header; csrfErr is set when
+	// this one lacks it.
+	cookie  bool
+	csrfErr error
 }
 
 // allows reports whether p may use a route of scope.
@@ -110,10 +119,16 @@ func actorOf(c *gin.Context) audit.Actor { return principalOf(c).actor }
 // requireScope refuses a request whose key lacks scope with 403.
 func (s *Server) requireScope(scope string) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if s.auth.open() {
+		if s.open() {
 			return
 		}
-		if p, ok := c.Get(ctxPrincipal); ok && p.(*principal).allows(scope) {
+		v, ok := c.Get(ctxPrincipal)
+		if ok && v.(*principal).csrfErr != nil {
+			c.Set(ctxAuditDetail, "missing or wrong CSRF token")
+			fail(c, v.(*principal).csrfErr)
+			return
+		}
+		if ok && v.(*principal).allows(scope) {
 			return
 		}
 		c.Set(ctxAuditDetail, "lacks the "+scope+" scope")
@@ -124,6 +139,10 @@ func (s *Server) requireScope(scope string) gin.HandlerFunc {
 
 // open reports whether no key is configured.
 func (a *authenticator) open() bool { return len(a.digests) == 0 }
+
+// open reports whether the API serves /v1 without credentials: no key and
+// no sign-in configured.
+func (s *Server) open() bool { return s.auth.open() && s.oidc == nil }
 
 // match returns the index of the presented key, or -1. It compares the
 // presented key's digest with every key's digest in constant time and does
@@ -176,13 +195,15 @@ func (s *Server) guard(c *gin.Context) {
 	}
 	var identity string
 	var authErr error
-	if s.auth.open() {
+	if s.open() {
 		if s.limit != nil { // the identity is only for the rate limit: no client IP to parse without one
 			identity = "ip:" + c.ClientIP()
 		}
 	} else {
 		presented := presentedKey(c.Request, c.FullPath() == streamPath)
-		if i := s.auth.match(presented); i >= 0 {
+		if presented == "" && s.oidc != nil {
+			identity, authErr = s.guardSession(c)
+		} else if i := s.auth.match(presented); i >= 0 {
 			identity = s.auth.ids[i]
 			c.Set(ctxPrincipal, &principal{
 				actor:  audit.Actor{Kind: audit.ActorKey, ID: s.auth.keyIDs[i], IP: c.ClientIP()},
@@ -200,10 +221,35 @@ func (s *Server) guard(c *gin.Context) {
 		return
 	}
 	if authErr != nil {
+		if s.oidc != nil {
+			c.Header(signInHeader, "/auth/login")
+		}
+		status := toAPIError(authErr).Status
 		fail(c, authErr)
 		c.Set(ctxAuditDetail, authErr.Error())
-		s.record(c, "auth.refused", auditTarget(c), http.StatusUnauthorized)
+		s.record(c, "auth.refused", auditTarget(c), status)
 		return
 	}
 	c.Next()
+}
+
+// signInHeader tells the dashboard, on a 401, where to sign in.
+const signInHeader = "X-Sundial-Sign-In"
+
+// guardSession authenticates a request without a key by the dashboard's
+// session cookie; a state-changing request also needs the CSRF header.
+func (s *Server) guardSession(c *gin.Context) (identity string, err error) {
+	p, sess, err := s.oidc.sessionPrincipal(c)
+	switch {
+	case err != nil:
+		return "anon:" + c.ClientIP(), err
+	case p == nil:
+		return "anon:" + c.ClientIP(), errNoSession
+	}
+	c.Set(ctxPrincipal, p)
+	id := sha256.Sum256([]byte("sundial rate limit user\x00" + p.actor.ID))
+	identity = "user:" + hex.EncodeToString(id[:16])
+	// Refused by requireScope, inside the route's audit record.
+	p.csrfErr = checkCSRF(c, sess)
+	return identity, nil
 }

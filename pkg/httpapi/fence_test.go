@@ -130,12 +130,18 @@ func TestTeamsKeptApart(t *testing.T) {
 		{"GET", "/v1/batches/{batch}/results", nil, 404, 200},
 		{"POST", "/v1/batches/{batch}/retry", nil, 404, 200},
 		{"POST", "/v1/jobs", func(tm *team) any { return map[string]any{"queue": tm.queue, "type": "x"} }, 403, 201},
-		{"POST", "/v1/jobs/batch", func(tm *team) any { return map[string]any{"jobs": []any{map[string]any{"queue": tm.queue, "type": "x"}}} }, 403, 201},
-		{"POST", "/v1/batches", func(tm *team) any { return map[string]any{"jobs": []any{map[string]any{"queue": tm.queue, "type": "x"}}} }, 403, 201},
+		{"POST", "/v1/jobs/batch", func(tm *team) any {
+			return map[string]any{"jobs": []any{map[string]any{"queue": tm.queue, "type": "x"}}}
+		}, 403, 201},
+		{"POST", "/v1/batches", func(tm *team) any {
+			return map[string]any{"jobs": []any{map[string]any{"queue": tm.queue, "type": "x"}}}
+		}, 403, 201},
 		{"POST", "/v1/workflows", func(tm *team) any {
 			return map[string]any{"steps": []any{map[string]any{"name": "a", "job": map[string]any{"queue": tm.queue, "type": "x"}}}}
 		}, 403, 201},
-		{"PUT", "/v1/schedules/{new}", func(tm *team) any { return map[string]any{"every_seconds": 60, "job": map[string]any{"type": "x", "queue": tm.queue}} }, 403, 201},
+		{"PUT", "/v1/schedules/{new}", func(tm *team) any {
+			return map[string]any{"every_seconds": 60, "job": map[string]any{"type": "x", "queue": tm.queue}}
+		}, 403, 201},
 		{"POST", "/v1/signals", func(tm *team) any { return map[string]any{"queue": tm.queue, "key": "order-1", "name": "paid"} }, 403, 202},
 		{"POST", "/v1/claim", func(tm *team) any { return map[string]any{"worker_id": "w", "queues": []string{tm.queue}} }, 403, 200},
 	}

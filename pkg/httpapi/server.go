@@ -47,6 +47,9 @@ type Config struct {
 	Audit audit.Sink
 	// AuditLog answers GET /v1/audit; nil makes it answer 503.
 	AuditLog audit.Reader
+	// OIDC turns on the dashboard's sign-in with OpenID Connect; nil for
+	// none (API keys only).
+	OIDC *OIDCConfig
 	// APIKeys are the accepted bearer keys. None means an open API, which
 	// New announces with a warning.
 	APIKeys []string
@@ -159,6 +162,7 @@ type Server struct {
 	log     *slog.Logger
 	engine  *gin.Engine
 	auth    *authenticator
+	oidc    *oidcAuth // nil without sign-in
 	audit   audit.Sink
 	limit   *rateLimiter // nil when rate limiting is off
 	metrics *metrics
@@ -186,6 +190,13 @@ func New(cfg Config) (*Server, error) {
 	s.dash = newDashboard(cfg.Dashboard)
 	s.backlog = history.NewMonitor(cfg.Queue, history.MonitorConfig{Logger: s.log})
 	s.wake = newWakeups(cfg.Queue, s.log)
+	if cfg.OIDC != nil {
+		o, err := newOIDCAuth(*cfg.OIDC)
+		if err != nil {
+			return nil, fmt.Errorf("httpapi: %w", err)
+		}
+		s.oidc = o
+	}
 	lim, err := newRateLimiter(cfg.Queue.Redis(), cfg.RateLimit, s.log)
 	if err != nil {
 		return nil, err
@@ -195,7 +206,7 @@ func New(cfg Config) (*Server, error) {
 	if s.engine, err = s.newEngine(); err != nil {
 		return nil, err
 	}
-	if len(cfg.APIKeys) == 0 {
+	if s.open() {
 		s.log.Warn("the API is open: SUNDIAL_API_KEYS is empty, so every /v1 route is served without authentication; set keys outside local development")
 	}
 	if s.limit == nil {
