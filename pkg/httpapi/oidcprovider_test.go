@@ -194,7 +194,9 @@ func (s *opStorage) SignatureAlgorithms(context.Context) ([]jose.SignatureAlgori
 	return []jose.SignatureAlgorithm{jose.RS256}, nil
 }
 
-func (s *opStorage) KeySet(context.Context) ([]op.Key, error) { return []op.Key{opPublicKey{opKey{s}}}, nil }
+func (s *opStorage) KeySet(context.Context) ([]op.Key, error) {
+	return []op.Key{opPublicKey{opKey{s}}}, nil
+}
 
 func (s *opStorage) GetClientByClientID(_ context.Context, id string) (op.Client, error) {
 	if id != s.client.id {
