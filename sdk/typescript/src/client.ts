@@ -56,11 +56,8 @@ export type SearchQuery = NonNullable<operations['searchJobs']['parameters']['qu
  * compared as a string). */
 export type SearchFilters = SearchQuery & { payload?: Record<string, unknown> };
 
-/** What Client.logsPage takes: the lines after the line numbered after, at most limit (1..1000). */
-export interface LogsQuery {
-  after?: number;
-  limit?: number;
-}
+/** What Client.logsPage takes: the lines after the line numbered after, at most limit (1..1000); from the OpenAPI document. */
+export type LogsQuery = NonNullable<operations['jobLogs']['parameters']['query']>;
 
 function searchParams(query: SearchFilters): Record<string, string | number | boolean | readonly string[] | undefined | null> {
   const { payload, ...rest } = query;

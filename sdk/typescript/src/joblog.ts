@@ -7,6 +7,7 @@
 // silently.
 import { ApiError } from './errors.js';
 import type { Transport } from './transport.js';
+import type { LogRequest } from './types.js';
 
 /** A log line's level. */
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
@@ -172,9 +173,10 @@ export class JobLog implements JobLogger {
 
   private async send(lines: Line[], final: boolean): Promise<'sent' | 'later' | 'refused' | 'bad'> {
     const t = this.target;
+    const body: LogRequest = { token: t.token, lines };
     try {
       await t.transport.request('POST', `${t.path}/logs`, {
-        body: { token: t.token, lines },
+        body,
         retries: final ? 1 : 0,
         idempotent: false,
         timeoutMs: Math.max(1000, Math.min(5000, t.ttlMs / 2)),

@@ -72,22 +72,13 @@ export type ParkRequest = operations['parkJob']['requestBody']['content']['appli
 /** What a signal became: status delivered, duplicate or (by key) pending, and job_id. */
 export type SignalResult = operations['signalJob']['responses'][200]['content']['application/json'];
 
-/** One line of a job's log (GET /v1/jobs/{id}/logs). */
-export interface JobLogLine {
-  seq: number;
-  at: string;
-  attempt: number;
-  level: 'debug' | 'info' | 'warn' | 'error';
-  message: string;
-  fields?: Record<string, string>;
-}
-/** A page of a job's log: its lines, how many the job dropped (past its
- * cap), and the seq to read after next. */
-export interface JobLogPage {
-  lines: JobLogLine[];
-  dropped: number;
-  next_after: number;
-}
+/** A page of a job's log (GET /v1/jobs/{id}/logs): its lines, how many the
+ * job dropped (past its cap), and the seq to read after next. */
+export type JobLogPage = operations['jobLogs']['responses'][200]['content']['application/json'];
+/** One line of a job's log: seq, at, attempt, level, message, fields. */
+export type JobLogLine = JobLogPage['lines'][number];
+/** What POST /v1/jobs/{id}/logs takes (the worker sends it). */
+export type LogRequest = operations['appendJobLogs']['requestBody']['content']['application/json'];
 
 export type { components, operations, paths } from './openapi.js';
 
