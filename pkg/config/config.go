@@ -67,6 +67,14 @@ type Config struct {
 	// AuditRetention is how long the audit log keeps a record
 	// (SUNDIAL_AUDIT_RETENTION).
 	AuditRetention time.Duration
+	// OIDC* configure the dashboard's sign-in with OpenID Connect
+	// (SUNDIAL_OIDC_*); an empty OIDCIssuer turns it off.
+	OIDCIssuer, OIDCClientID, OIDCClientSecret, OIDCRedirectURL string
+	OIDCRolesClaim, OIDCRoles                                   string
+	// SessionSecret seals the sign-in's cookies (SUNDIAL_SESSION_SECRET);
+	// SessionIdle and SessionMax bound a session.
+	SessionSecret           string
+	SessionIdle, SessionMax time.Duration
 	// OutboxPostgresURL is the database whose outbox the poller relays
 	// (SUNDIAL_OUTBOX_POSTGRES_URL); empty for none.
 	OutboxPostgresURL string
@@ -118,10 +126,49 @@ var Vars = []Var{
 		return nil
 	}},
 	{"SUNDIAL_HTTP_ADDR", "127.0.0.1:8080", "API listen address host:port", false, addrVar(func(c *Config, v string) { c.HTTPAddr = v })},
-	{"SUNDIAL_API_KEYS", "", "comma-separated bearer API keys, each <key> (every scope) or <key>:<scope>+<scope> with scopes submit, work (the HTTP worker protocol) and admin (implies both), optionally followed by @<pattern>|<pattern> to limit the key to queues matching those patterns (billing-*); every key may read; empty = open API (development only)", true, func(c *Config, v string) error {
+	{"SUNDIAL_API_KEYS", "", "comma-separated bearer API keys, each <key> (every scope) or <key>:<scope>+<scope> with scopes submit, work (the HTTP worker protocol), operate (act on jobs, queues, schedules, batches) and admin (implies the others), optionally followed by @<pattern>|<pattern> to limit the key to queues matching those patterns (billing-*); every key may read; empty = open API (development only)", true, func(c *Config, v string) error {
 		c.APIKeys = splitList(v)
 		return nil
 	}},
+	{"SUNDIAL_OIDC_ISSUER", "", "api: the OpenID provider's issuer URL; set, the dashboard signs users in with it (authorization code + PKCE) beside the API keys; empty = keys only (docs/security.md)", false, func(c *Config, v string) error {
+		if v != "" && !strings.HasPrefix(v, "https://") && !strings.HasPrefix(v, "http://") {
+			return fmt.Errorf("must be an http(s) URL")
+		}
+		c.OIDCIssuer = v
+		return nil
+	}},
+	{"SUNDIAL_OIDC_CLIENT_ID", "", "api: this API's client id at the OpenID provider (needed with SUNDIAL_OIDC_ISSUER)", false, func(c *Config, v string) error {
+		c.OIDCClientID = v
+		return nil
+	}},
+	{"SUNDIAL_OIDC_CLIENT_SECRET", "", "api: the client's secret at the OpenID provider (empty for a public client)", true, func(c *Config, v string) error {
+		c.OIDCClientSecret = v
+		return nil
+	}},
+	{"SUNDIAL_OIDC_REDIRECT_URL", "", "api: the API's /auth/callback as registered at the provider, e.g. https://sundial.example.com/auth/callback (an https URL makes the cookies Secure)", false, func(c *Config, v string) error {
+		if v != "" && !strings.HasPrefix(v, "https://") && !strings.HasPrefix(v, "http://") {
+			return fmt.Errorf("must be an http(s) URL")
+		}
+		c.OIDCRedirectURL = v
+		return nil
+	}},
+	{"SUNDIAL_OIDC_ROLES_CLAIM", "groups", "api: the ID token claim holding the user's groups or roles (a string or a list)", false, func(c *Config, v string) error {
+		c.OIDCRolesClaim = v
+		return nil
+	}},
+	{"SUNDIAL_OIDC_ROLES", "", "api: comma-separated <claim value>=<role>[@<pattern>|<pattern>] with roles viewer (read), operator (submit, work, act on jobs, queues, schedules, batches) and admin (everything), e.g. sundial-admins=admin,billing=operator@billing-*; empty = the claim values viewer, operator and admin themselves; a user with no mapped role cannot sign in", false, func(c *Config, v string) error {
+		c.OIDCRoles = v
+		return nil
+	}},
+	{"SUNDIAL_SESSION_SECRET", "", "api: at least 16 bytes that seal the sign-in's session cookies; empty = derived from SUNDIAL_OIDC_CLIENT_SECRET. The same on every API replica; changing it signs everyone out", true, func(c *Config, v string) error {
+		if v != "" && len(v) < 16 {
+			return fmt.Errorf("must be at least 16 bytes")
+		}
+		c.SessionSecret = v
+		return nil
+	}},
+	{"SUNDIAL_SESSION_IDLE", "8h", "api: a signed-in session not used for this long ends (each use renews it)", false, durVar(time.Minute, 30*24*time.Hour, func(c *Config, d time.Duration) { c.SessionIdle = d })},
+	{"SUNDIAL_SESSION_MAX", "24h", "api: a signed-in session ends this long after sign-in whatever its use", false, durVar(time.Minute, 90*24*time.Hour, func(c *Config, d time.Duration) { c.SessionMax = d })},
 	{"SUNDIAL_RATE_LIMIT", "1000-S", "requests per API key (or client IP when open), limiter format <n>-<S|M|H|D>; 0 disables", false, func(c *Config, v string) error {
 		if v != "0" {
 			n, unit, ok := strings.Cut(v, "-")
@@ -243,6 +290,12 @@ func Load(getenv func(string) string) (*Config, error) {
 			}
 			errs = append(errs, fmt.Sprintf("%s=%q: %v", v.Name, shown, err))
 		}
+	}
+	if c.OIDCIssuer != "" && (c.OIDCClientID == "" || c.OIDCRedirectURL == "") {
+		errs = append(errs, "SUNDIAL_OIDC_ISSUER is set: SUNDIAL_OIDC_CLIENT_ID and SUNDIAL_OIDC_REDIRECT_URL are needed too")
+	}
+	if c.OIDCIssuer != "" && c.SessionSecret == "" && len(c.OIDCClientSecret) < 16 {
+		errs = append(errs, "SUNDIAL_OIDC_ISSUER is set: SUNDIAL_SESSION_SECRET (16 bytes or more) is needed when SUNDIAL_OIDC_CLIENT_SECRET is shorter than 16 bytes")
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid configuration:\n  %s", strings.Join(errs, "\n  "))

@@ -46,6 +46,17 @@ func main() {
 			auditSink, auditLog = auditStore, auditStore
 		}
 
+		var signIn *httpapi.OIDCConfig
+		if c.OIDCIssuer != "" {
+			roles, err := httpapi.ParseRoleMappings(c.OIDCRoles)
+			if err != nil {
+				return fmt.Errorf("SUNDIAL_OIDC_ROLES: %w", err)
+			}
+			signIn = &httpapi.OIDCConfig{Issuer: c.OIDCIssuer, ClientID: c.OIDCClientID, ClientSecret: c.OIDCClientSecret,
+				RedirectURL: c.OIDCRedirectURL, RolesClaim: c.OIDCRolesClaim, Roles: roles, SessionSecret: []byte(c.SessionSecret),
+				SessionIdle: c.SessionIdle, SessionMax: c.SessionMax}
+		}
+
 		shutdown := c.ShutdownTimeout
 		if shutdown == 0 {
 			shutdown = -1 // no wait; httpapi's zero value means its default
@@ -54,6 +65,7 @@ func main() {
 			Queue:             queue.New(env.Redis, env.EngineOptions()),
 			History:           hist,
 			APIKeys:           c.APIKeys,
+			OIDC:              signIn,
 			Audit:             auditSink,
 			AuditLog:          auditLog,
 			RateLimit:         c.RateLimit,

@@ -159,7 +159,10 @@ var chartCases = []chartCase{
 			"sundial-mongodb":  {"uri": "mongodb://sundial:pw@mongo-0.mongo:27017,mongo-1.mongo:27017,mongo-2.mongo:27017/jobs?replicaSet=rs0&authSource=admin"},
 			"sundial-api-keys": {"keys": "k1,k2"},
 		}},
-	{name: "everything on", values: "full-values.yaml", redisMode: "standalone", history: true},
+	{name: "everything on", values: "full-values.yaml", redisMode: "standalone", history: true,
+		external: map[string]map[string]string{
+			"sundial-oidc": {"oidc-client-secret": "client-secret", "session-secret": "session-secret-0123456789"},
+		}},
 	{name: "history off", values: "history-off-values.yaml", redisMode: "standalone", history: false},
 }
 
@@ -594,6 +597,8 @@ func TestHelmWebhookPolicy(t *testing.T) {
 var managedVars = []string{
 	"SUNDIAL_REDIS_URL", "SUNDIAL_MONGO_URI", "SUNDIAL_MONGO_DB", "SUNDIAL_HISTORY", "SUNDIAL_HTTP_ADDR",
 	"SUNDIAL_METRICS_ADDR", "SUNDIAL_API_KEYS", "SUNDIAL_SHUTDOWN_TIMEOUT", "SUNDIAL_WORKER_ID",
+	"SUNDIAL_OIDC_ISSUER", "SUNDIAL_OIDC_CLIENT_ID", "SUNDIAL_OIDC_REDIRECT_URL", "SUNDIAL_OIDC_ROLES_CLAIM",
+	"SUNDIAL_OIDC_ROLES", "SUNDIAL_OIDC_CLIENT_SECRET", "SUNDIAL_SESSION_SECRET",
 }
 
 func TestHelmSchemaKnowsEveryVariable(t *testing.T) {

@@ -157,6 +157,36 @@ last, in name order.
       name: {{ $v.apiKeys.existingSecret | default $fullname }}
       key: {{ ternary $v.apiKeys.existingSecretKey "api-keys" (ne $v.apiKeys.existingSecret "") }}
 {{- end }}
+{{- with $v.oidc }}
+{{- if .issuer }}
+{{- if not .existingSecret }}
+{{- fail "oidc.issuer is set: oidc.existingSecret must name the Secret that holds the client secret and the session secret" }}
+{{- end }}
+{{- if not (and .clientId .redirectURL) }}
+{{- fail "oidc.issuer is set: oidc.clientId and oidc.redirectURL are needed too" }}
+{{- end }}
+- name: SUNDIAL_OIDC_ISSUER
+  value: {{ .issuer | quote }}
+- name: SUNDIAL_OIDC_CLIENT_ID
+  value: {{ .clientId | quote }}
+- name: SUNDIAL_OIDC_REDIRECT_URL
+  value: {{ .redirectURL | quote }}
+- name: SUNDIAL_OIDC_ROLES_CLAIM
+  value: {{ .rolesClaim | quote }}
+- name: SUNDIAL_OIDC_ROLES
+  value: {{ .roles | quote }}
+- name: SUNDIAL_OIDC_CLIENT_SECRET
+  valueFrom:
+    secretKeyRef:
+      name: {{ .existingSecret }}
+      key: {{ .clientSecretKey }}
+- name: SUNDIAL_SESSION_SECRET
+  valueFrom:
+    secretKeyRef:
+      name: {{ .existingSecret }}
+      key: {{ .sessionSecretKey }}
+{{- end }}
+{{- end }}
 {{- else }}
 - name: SUNDIAL_METRICS_ADDR
   value: {{ printf "0.0.0.0:%v" $c.metricsPort | quote }}
