@@ -63,10 +63,32 @@ export function describeError(err: unknown): string {
 
 export const unauthorizedListeners = new Set<() => void>();
 
+let signInAt = "";
+
+/** signInPath is where the API said to sign in (its 401s name it when the
+ * dashboard's sign-in with OpenID Connect is on), "" otherwise. */
+export function signInPath(): string {
+  return signInAt;
+}
+
+/** csrfToken is the signed-in session's CSRF token (the sundial_csrf cookie), "" without a session. */
+export function csrfToken(): string {
+  if (typeof document === "undefined") return "";
+  const m = /(?:^|;\s*)sundial_csrf=([^;]+)/.exec(document.cookie);
+  return m ? decodeURIComponent(m[1]) : "";
+}
+
+/** signOut ends the signed-in session, then reloads the dashboard. */
+export async function signOut(): Promise<void> {
+  await fetch("/auth/logout", { method: "POST", headers: { "X-CSRF-Token": csrfToken() } });
+  window.location.assign("/");
+}
+
 export async function request<T>(method: string, path: string, body?: unknown, extra?: Record<string, string>): Promise<T> {
   const headers: Record<string, string> = { ...extra };
   const key = getApiKey();
   if (key) headers.Authorization = `Bearer ${key}`;
+  else if (method !== "GET" && csrfToken()) headers["X-CSRF-Token"] = csrfToken();
   if (body !== undefined) headers["Content-Type"] = "application/json";
   let res: Response;
   try {
@@ -84,7 +106,10 @@ export async function request<T>(method: string, path: string, body?: unknown, e
   }
   if (!res.ok) {
     const e = (data as { error?: { code?: string; message?: string; field?: string } } | undefined)?.error;
-    if (res.status === 401) unauthorizedListeners.forEach((l) => l());
+    if (res.status === 401) {
+      signInAt = res.headers.get("X-Sundial-Sign-In") ?? "";
+      unauthorizedListeners.forEach((l) => l());
+    }
     throw new ApiError(res.status, e?.code ?? "http_" + res.status, e?.message ?? `HTTP ${res.status}`, e?.field);
   }
   return data as T;

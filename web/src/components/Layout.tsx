@@ -4,7 +4,7 @@
 import { useEffect, useState, type ReactNode } from "react";
 import { Link, useLocation } from "wouter";
 import { ConnectionIndicator, PauseButton } from "./ConnectionIndicator";
-import { getApiKey, setApiKey, unauthorizedListeners } from "../api/client";
+import { csrfToken, getApiKey, setApiKey, signInPath, signOut, unauthorizedListeners } from "../api/client";
 import { setTheme, useTheme } from "../lib/theme";
 
 const nav = [
@@ -53,9 +53,15 @@ export function Layout({ children }: { children: ReactNode }) {
         <div className="top-right">
           <ConnectionIndicator />
           <PauseButton />
-          <button type="button" className="icon" onClick={() => setKeyOpen(true)} title="API key">
-            Key
-          </button>
+          {csrfToken() ? (
+            <button type="button" className="icon" onClick={() => void signOut()} title="Sign out">
+              Sign out
+            </button>
+          ) : (
+            <button type="button" className="icon" onClick={() => setKeyOpen(true)} title="API key">
+              Key
+            </button>
+          )}
           <button
             type="button"
             className="icon"
@@ -99,6 +105,13 @@ function ApiKeyDialog({ onClose }: { onClose: () => void }) {
         }}
       >
         <h2 id="key-title">API key</h2>
+        {signInPath() ? (
+          <p>
+            <a className="button primary" href={`${signInPath()}?next=${encodeURIComponent(window.location.pathname + window.location.search)}`}>
+              Sign in with your identity provider
+            </a>
+          </p>
+        ) : null}
         <p className="muted">
           When the API runs with <code>SUNDIAL_API_KEYS</code>, every call needs a key. It is kept in this tab's session
           storage only and forgotten when the tab closes.
