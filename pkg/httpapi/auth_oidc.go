@@ -303,6 +303,10 @@ func safeNext(next string) string {
 // signIn handles GET /auth/login: it sends the browser to the provider.
 func (s *Server) signIn(c *gin.Context) {
 	o := s.oidc
+	if o == nil {
+		s.notFound(c)
+		return
+	}
 	_, oc, err := o.discover(c.Request.Context())
 	if err != nil {
 		s.log.Warn("sign-in: the OpenID provider cannot be reached", "err", err)
@@ -327,6 +331,10 @@ func (s *Server) signIn(c *gin.Context) {
 // claim to a role and opens the session.
 func (s *Server) signInCallback(c *gin.Context) {
 	o := s.oidc
+	if o == nil {
+		s.notFound(c)
+		return
+	}
 	refuse := func(err *apiError, why string, actor audit.Actor) {
 		http.SetCookie(c.Writer, o.cookie(flowCookie, "", "/auth/", -1, true))
 		c.Set(ctxPrincipal, &principal{actor: actor})
@@ -409,6 +417,10 @@ func (s *Server) signInCallback(c *gin.Context) {
 // cannot sign a user out.
 func (s *Server) signOut(c *gin.Context) {
 	o := s.oidc
+	if o == nil {
+		s.notFound(c)
+		return
+	}
 	p, sess, err := o.sessionPrincipal(c)
 	if err == nil && p != nil {
 		c.Set(ctxPrincipal, p)
@@ -459,8 +471,8 @@ func (s *Server) whoAmI(c *gin.Context) {
 	c.JSON(http.StatusOK, sessionView{Actor: p.actor, Scopes: scopes, Queues: p.queues.String(), SignIn: s.oidc != nil})
 }
 
-// signInRoutes are the sign-in's routes; /auth/ ones only when OpenID
-// Connect is configured.
+// signInRoutes are the sign-in's routes; the /auth/ ones answer 404 when
+// OpenID Connect is not configured.
 func (s *Server) signInRoutes() []route {
 	out := []route{
 		{http.MethodGet, "/v1/session", s.whoAmI, operation{
@@ -469,25 +481,22 @@ func (s *Server) signInRoutes() []route {
 			Status:      http.StatusOK, Response: sessionView{}, Errors: []int{400},
 		}},
 	}
-	if s.oidc == nil {
-		return out
-	}
 	return append(out,
 		route{http.MethodGet, "/auth/login", s.signIn, operation{
 			ID: "signIn", Tag: "operations", Summary: "Sign in to the dashboard (OpenID Connect)", Public: true,
-			Description: "Redirects to the identity provider (authorization code flow with PKCE); ?next= is the dashboard's path to return to.",
+			Description: "With sign-in configured (SUNDIAL_OIDC_ISSUER; 404 otherwise): redirects to the identity provider (authorization code flow with PKCE); ?next= is the dashboard's path to return to.",
 			Query:       []param{{"next", "The path to return to after signing in.", textSchema, false}},
-			Status:      http.StatusFound, ContentType: "text/html",
+			Status:      http.StatusFound, ContentType: "text/html", Errors: []int{404, 503},
 		}},
 		route{http.MethodGet, "/auth/callback", s.signInCallback, operation{
 			ID: "signInCallback", Tag: "operations", Summary: "The identity provider's answer", Public: true,
-			Description: "Verifies the answer and the ID token, opens the session (cookies sundial_session, HttpOnly, and sundial_csrf) and redirects to the path of ?next=.",
-			Status:      http.StatusFound, ContentType: "text/html",
+			Description: "Verifies the answer and the ID token, opens the session (cookies sundial_session, HttpOnly, and sundial_csrf) and redirects to the path of ?next=. 401 for a failed sign-in, 403 for a user without a mapped role.",
+			Status:      http.StatusFound, ContentType: "text/html", Errors: []int{401, 403, 404},
 		}},
 		route{http.MethodPost, "/auth/logout", s.signOut, operation{
 			ID: "signOut", Tag: "operations", Summary: "Sign out of the dashboard", Public: true,
 			Description: "Ends the session: clears its cookies. Needs the X-CSRF-Token header of the session.",
-			Status:      http.StatusNoContent, Errors: []int{403},
+			Status:      http.StatusNoContent, Errors: []int{403, 404},
 		}},
 	)
 }
