@@ -58,7 +58,7 @@ export function JobLogs({ id, tick }: Props) {
   const state = useRef(emptyLog);
   const busy = useRef(false);
   const again = useRef(false);
-  const box = useRef<HTMLOListElement>(null);
+  const box = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
 
   // One read at a time; a tick during a read reads once more after it.
@@ -113,8 +113,9 @@ export function JobLogs({ id, tick }: Props) {
       </p>
       {error ? <p className="error-text" data-testid="job-logs-error">The lines could not be read: {describeError(error)}</p> : null}
       {shown > 0 ? (
-        <ol
-          className="log-lines"
+        // The scrolling region is the log (keyboard-scrollable); the lines are a list in it.
+        <div
+          className="log-box"
           role="log"
           aria-label="Job log lines"
           tabIndex={0}
@@ -124,6 +125,7 @@ export function JobLogs({ id, tick }: Props) {
             stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 24;
           }}
         >
+          <ol className="log-lines">
           {log.lines.map((l) => (
             <li key={l.seq} className={`log-line log-${l.level}`} data-seq={l.seq} data-level={l.level}>
               <time dateTime={l.at} title={l.at}>{clock(l.at)}</time>
@@ -137,7 +139,8 @@ export function JobLogs({ id, tick }: Props) {
               <span className="log-attempt muted" title={`attempt ${l.attempt}`}>#{l.attempt}</span>
             </li>
           ))}
-        </ol>
+          </ol>
+        </div>
       ) : null}
     </section>
   );
