@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/internal/mongotest"
+	"github.com/sundialhq/sundial/internal/oidctest"
 	"github.com/sundialhq/sundial/pkg/audit"
 	"github.com/sundialhq/sundial/pkg/queue/queuetest"
 )
@@ -23,16 +24,16 @@ const (
 	oidcSecret   = "client-secret-0123456789abcdef"
 )
 
-var oidcUsers = map[string]testUser{
-	"ann":   {name: "Ann Admin", email: "ann@example.com", groups: []string{"sundial-admins"}},
-	"otto":  {name: "Otto Operator", email: "otto@example.com", groups: []string{"billing-team"}},
-	"vera":  {name: "Vera Viewer", email: "vera@example.com", groups: []string{"staff"}},
-	"nobby": {name: "Nobby Nobody", email: "nobby@example.com", groups: []string{"other"}},
+var oidcUsers = map[string]oidctest.User{
+	"ann":   {Name: "Ann Admin", Email: "ann@example.com", Groups: []string{"sundial-admins"}},
+	"otto":  {Name: "Otto Operator", Email: "otto@example.com", Groups: []string{"billing-team"}},
+	"vera":  {Name: "Vera Viewer", Email: "vera@example.com", Groups: []string{"staff"}},
+	"nobby": {Name: "Nobby Nobody", Email: "nobby@example.com", Groups: []string{"other"}},
 }
 
 // startSignIn runs a real provider and an API whose dashboard signs in
 // with it (an audit store too); idTokenLifetime is the provider's.
-func startSignIn(t *testing.T, idTokenLifetime time.Duration) (*testAPI, *testProvider, *audit.Store) {
+func startSignIn(t *testing.T, idTokenLifetime time.Duration) (*testAPI, *oidctest.Provider, *audit.Store) {
 	t.Helper()
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -40,7 +41,11 @@ func startSignIn(t *testing.T, idTokenLifetime time.Duration) (*testAPI, *testPr
 		t.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
-	p := startProvider(t, oidcClientID, oidcSecret, base+"/auth/callback", idTokenLifetime, oidcUsers)
+	p, err := oidctest.Start("127.0.0.1:0", oidctest.Client{ID: oidcClientID, Secret: oidcSecret, RedirectURI: base + "/auth/callback", IDTokenLifetime: idTokenLifetime}, oidcUsers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
 	roles, err := ParseRoleMappings("sundial-admins=admin,billing-team=operator@billing-*,staff=viewer")
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +55,7 @@ func startSignIn(t *testing.T, idTokenLifetime time.Duration) (*testAPI, *testPr
 	a := startListener(t, queuetest.Start(t), ln, func(c *Config) {
 		c.APIKeys = []string{"program-key"}
 		c.Audit, c.AuditLog = store, store
-		c.OIDC = &OIDCConfig{Issuer: p.issuer, ClientID: oidcClientID, ClientSecret: oidcSecret, RedirectURL: base + "/auth/callback", Roles: roles}
+		c.OIDC = &OIDCConfig{Issuer: p.Issuer, ClientID: oidcClientID, ClientSecret: oidcSecret, RedirectURL: base + "/auth/callback", Roles: roles}
 	})
 	return a, p, store
 }
@@ -302,7 +307,10 @@ func TestSignInTamperedToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok := p.signedIDToken(t, "ann")
+	tok, err := p.SignIDToken("ann")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := verifier.Verify(context.Background(), tok); err != nil {
 		t.Fatalf("the provider's own token: %v", err)
 	}
