@@ -4,13 +4,14 @@ deadlines, debounce, sequences and tags."""
 import threading
 import time
 import unittest
+import urllib.parse
 from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, List
 
 import sundial
 from sundial import JobContext, Worker
 
-from support import API_KEY, URL, client, eventually, need_api, queue_name, running
+from support import API_KEY, URL, ScriptedServer, client, eventually, need_api, queue_name, running
 
 NO_BACKOFF = {"base_seconds": 0, "max_seconds": 0}
 
@@ -158,6 +159,22 @@ class OptionsTest(unittest.TestCase):
         with running(w):
             eventually("two dead jobs", lambda: len(self.c.dead(q)["jobs"]) == 2, timeout=30)
         self.assertEqual([j["id"] for j in self.c.dead(q, tag="bad")["jobs"]], [bad["id"]])
+
+
+class SearchParamsTest(unittest.TestCase):
+    """The test stack has no history store: the search's parameters are
+    checked against a scripted server."""
+
+    def test_search_sends_tag_and_payload_fields(self) -> None:
+        srv = ScriptedServer([(200, {}, {"jobs": [], "next_cursor": ""})])
+        self.addCleanup(srv.close)
+        sundial.Client(srv.url, max_retries=0).search(queue="mail", tag="tenant:acme",
+                                                      payload={"order": 42, "region": "eu west", "vip": True})
+        u = urllib.parse.urlsplit(srv.requests[0][1])
+        self.assertEqual(u.path, "/v1/jobs")
+        self.assertEqual(dict(urllib.parse.parse_qsl(u.query)),
+                         {"queue": "mail", "tag": "tenant:acme", "payload.order": "42", "payload.region": "eu west",
+                          "payload.vip": "true"})
 
 
 if __name__ == "__main__":

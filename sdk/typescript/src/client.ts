@@ -51,10 +51,11 @@ export type EventsQuery = NonNullable<operations['jobEvents']['parameters']['que
 /** The filters of the history search (GET /v1/jobs), from the OpenAPI document. */
 export type SearchQuery = NonNullable<operations['searchJobs']['parameters']['query']>;
 
-/** The history search's filters and payload: {field: value} for the
- * payload.<field>=<value> parameters (a top-level payload field's value,
- * compared as a string). */
-export type SearchFilters = SearchQuery & { payload?: Record<string, unknown> };
+/** The history search's filters: tag (only jobs with it), and payload:
+ * {field: value} for the payload.<field>=<value> parameters (a top-level
+ * payload field's value, compared as text). The API takes both; the
+ * OpenAPI document does not list them yet. */
+export type SearchFilters = SearchQuery & { tag?: string; payload?: Record<string, unknown> };
 
 /** What Client.logsPage takes: the lines after the line numbered after, at most limit (1..1000); from the OpenAPI document. */
 export type LogsQuery = NonNullable<operations['jobLogs']['parameters']['query']>;

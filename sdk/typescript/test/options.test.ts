@@ -2,8 +2,8 @@
 // deadlines, debounce, sequences and tags.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { InvalidArgumentError, Worker, type Job, type WorkerOptions } from '../src/index.js';
-import { API_KEY, client, eventually, memoryLogger, noApi, queueName, running, URL_ } from './support.js';
+import { Client, InvalidArgumentError, Worker, type Job, type WorkerOptions } from '../src/index.js';
+import { API_KEY, client, eventually, memoryLogger, noApi, queueName, running, ScriptedServer, URL_ } from './support.js';
 
 function worker(q: string, opts: WorkerOptions = {}): Worker {
   return new Worker({ url: URL_, apiKey: API_KEY, queues: [q], waitSeconds: 5, shutdownTimeoutMs: 5000, handleSignals: false, logger: memoryLogger(), ...opts });
@@ -144,5 +144,22 @@ describe('job options against the API', { skip: noApi }, () => {
     w.handle('t', () => null);
     await running(w, () => eventually('two dead jobs', async () => (await c.dead(q)).jobs.length === 2, 30_000));
     assert.deepEqual((await c.dead(q, { tag: 'bad' })).jobs.map((j) => j.id), [bad.id]);
+  });
+});
+
+// The test stack has no history store: the search's parameters are checked
+// against a scripted server.
+describe('the history search by tag and payload field', () => {
+  test('sends tag and payload.<field> (a value that is not a string as its JSON text)', async () => {
+    const srv = await new ScriptedServer([{ status: 200, body: { jobs: [], next_cursor: '' } }]).start();
+    try {
+      const c = new Client({ url: srv.url, maxRetries: 0 });
+      await c.search({ queue: 'mail', tag: 'tenant:acme', payload: { order: 42, region: 'eu west', vip: true } });
+      const u = new URL(srv.requests[0]!.path, 'http://x');
+      assert.equal(u.pathname, '/v1/jobs');
+      assert.deepEqual(Object.fromEntries(u.searchParams), { queue: 'mail', tag: 'tenant:acme', 'payload.order': '42', 'payload.region': 'eu west', 'payload.vip': 'true' });
+    } finally {
+      await srv.close();
+    }
   });
 });
