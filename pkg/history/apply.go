@@ -48,6 +48,7 @@ func (s *Store) write(ctx context.Context, events []*streamEvent, groups []*jobG
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.insertEvents(gctx, events, &evStats) })
 	g.Go(func() error { return s.writeJobs(gctx, groups, &jobStats) })
+	g.Go(func() error { return s.insertLogs(gctx, groups) })
 	err := g.Wait()
 	jobStats.events, jobStats.duplicateEvents = evStats.events, evStats.duplicateEvents
 	return jobStats, err

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/job"
+	"github.com/sundialhq/sundial/pkg/queue"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -15,6 +16,7 @@ type jobGroup struct {
 
 	first      bool      // the group holds the job's submitted event
 	durable    bool      // the group holds a durable job's step, signal or parked event: its records are read too
+	logs       bool      // the group holds a log event: the job's log lines are copied (logs.go)
 	firstAt    time.Time // time of the group's first event
 	createdAt  time.Time // submitted event's time
 	version    version   // last event's position
@@ -29,7 +31,8 @@ type jobGroup struct {
 	// the group set again (the engine deletes them from the job hash).
 	cleared map[string]bool
 
-	hash *jobHash // the job's Redis hash, when it was read
+	hash     *jobHash        // the job's Redis hash, when it was read
+	logLines []queue.LogLine // the job's log lines, when read (logs)
 }
 
 // groupByJob splits events into per-job groups in the order each job first
@@ -66,6 +69,8 @@ func (g *jobGroup) add(e *streamEvent) {
 	switch e.Event.Event {
 	case job.EventStep, job.EventSignal, job.EventParked:
 		g.durable = true
+	case job.EventLog:
+		g.logs = true
 	case job.EventSubmitted:
 		g.first, g.createdAt = true, e.At
 	case job.EventStarted:

@@ -81,6 +81,9 @@ func (w *Writer) record(ctx context.Context, events []*streamEvent, groups []*jo
 	if err := readJobHashes(ctx, w.rdb, need); err != nil {
 		return err
 	}
+	if err := readLogLines(ctx, w.rdb, groups); err != nil {
+		return err
+	}
 	read := time.Now()
 	st, err := w.store.write(ctx, events, groups)
 	if err != nil {

@@ -16,6 +16,9 @@ const (
 	JobsCollection = "jobs"
 	// EventsCollection holds one document per event, insert-only.
 	EventsCollection = "events"
+	// LogsCollection holds one document per log line a job's handler
+	// logged, insert-only (logs.go).
+	LogsCollection = "logs"
 )
 
 // version is the position of an event in its queue's stream as a string
@@ -137,6 +140,7 @@ const (
 	fTags           = "tags"
 	fPayloadTerms   = "payload_terms"
 	fJobID          = "job_id"
+	fSeq            = "seq"
 	fAt             = "at"
 )
 

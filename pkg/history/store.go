@@ -58,6 +58,7 @@ type Store struct {
 	db     *mongo.Database
 	jobs   *mongo.Collection
 	events *mongo.Collection
+	logs   *mongo.Collection
 	opts   StoreOptions
 	log    *slog.Logger
 
@@ -78,6 +79,7 @@ func NewStore(db *mongo.Database, opts StoreOptions) *Store {
 		db:     db,
 		jobs:   db.Collection(JobsCollection, majority),
 		events: db.Collection(EventsCollection, majority),
+		logs:   db.Collection(LogsCollection, majority),
 		opts:   opts,
 		log:    opts.Logger,
 	}
@@ -199,6 +201,7 @@ var indexes = []struct {
 	{JobsCollection, "tags_created_id", []string{fTags, fCreatedAt, fID}},
 	{JobsCollection, "payload_terms_created_id", []string{fPayloadTerms, fCreatedAt, fID}},
 	{EventsCollection, "job_at", []string{fJobID, fAt}},
+	{LogsCollection, "job_seq", []string{fJobID, fSeq}},
 }
 
 // replacedIndexes are the search indexes of earlier releases, without _id
@@ -214,6 +217,7 @@ var replacedIndexes = []struct{ coll, name string }{
 var ttlIndexes = []struct{ coll, name, field string }{
 	{JobsCollection, "ttl_updated_at", fUpdatedAt},
 	{EventsCollection, "ttl_at", fAt},
+	{LogsCollection, "ttl_at", fAt},
 }
 
 // ensureTTL creates the TTL indexes, or changes their expiry when the

@@ -3,6 +3,7 @@ package history
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"testing"
@@ -249,4 +250,33 @@ func (e *env) jobDoc(id string) (jobDoc, error) {
 	var doc jobDoc
 	err := e.db.Collection(JobsCollection).FindOne(e.ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc)
 	return doc, err
+}
+
+// The writer copies a job's log lines into the history on its log events:
+// all of them, once each, readable after the job left Redis.
+func TestLogLinesAreCopied(t *testing.T) {
+	e := newEnv(t)
+	const q = "logcopy"
+	e.startWriter(e.store, testWriterConfig())
+	j := e.submit(q, "t.chatty", 1, func(s *job.Spec) { s.MaxAttempts = ptr(1) })[0]
+	ls := e.claim(q, 1)
+	for b := range 3 {
+		lines := make([]queue.LogEntry, 40)
+		for i := range lines {
+			lines[i] = queue.LogEntry{Level: "info", Message: fmt.Sprintf("line %d", b*40+i+1), Fields: map[string]string{"batch": fmt.Sprint(b)}}
+		}
+		if _, err := e.q.AppendLogs(e.ctx, q, ls[0], lines); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.complete(q, ls, queue.OutcomeSucceeded, "")
+	waitFor(t, 30*time.Second, "every line copied", func() bool { return e.count(e.db, LogsCollection) == 120 })
+	// The job leaves Redis (pruned); the history answers.
+	if err := e.q.Redis().Del(e.ctx, queue.LogKey(q, j.ID), queue.JobKey(q, j.ID)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.store.Logs(e.ctx, j.ID, 100, 1000)
+	if err != nil || len(got) != 20 || got[0].Seq != 101 || got[0].Message != "line 101" || got[19].Fields["batch"] != "2" {
+		t.Fatalf("lines after 100: %d %v (first %+v)", len(got), err, got)
+	}
 }

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -13,6 +15,11 @@ import (
 // Job logs (docs/concepts.md, "Job logs"): the HTTP worker protocol's way
 // to keep what a handler logged (the Go worker's is worker.Logger), and
 // the read of a job's lines.
+
+// logHistory is a history store that keeps job logs (history.Store).
+type logHistory interface {
+	Logs(ctx context.Context, jobID string, after int64, limit int) ([]queue.LogLine, error)
+}
 
 // logsRequest is the body of POST /v1/jobs/{id}/logs.
 type logsRequest struct {
@@ -99,12 +106,15 @@ func (s *Server) jobLogs(c *gin.Context) {
 	}
 	ctx := c.Request.Context()
 	id := c.Param("id")
+	var lines []queue.LogLine
+	var dropped int64
 	q, err := s.q.QueueOf(ctx, id)
-	if err != nil {
-		fail(c, err)
-		return
+	if err == nil {
+		lines, dropped, err = s.q.Logs(ctx, q, id, after, limit)
+	} else if h, ok := s.cfg.History.(logHistory); ok && errors.Is(err, queue.ErrNotFound) {
+		// Pruned from Redis: the lines the history copied.
+		lines, err = h.Logs(ctx, id, after, limit)
 	}
-	lines, dropped, err := s.q.Logs(ctx, q, id, after, limit)
 	if err != nil {
 		fail(c, err)
 		return
@@ -131,7 +141,7 @@ func (s *Server) logRoutes() []route {
 		}},
 		{http.MethodGet, "/v1/jobs/:id/logs", s.jobLogs, operation{
 			ID: "jobLogs", Tag: "jobs", Summary: "A job's log lines, oldest first",
-			Description: "The lines the job's handlers logged with a seq above after, oldest first, from Redis while the job is kept there. Follow a running job by asking again with after=next_after on each of its log events.",
+			Description: "The lines the job's handlers logged with a seq above after, oldest first, from Redis while the job is kept there, then from the history store, which copies them on each log event. Follow a running job by asking again with after=next_after on each of its log events.",
 			Query: []param{
 				{"after", "Only lines with a seq above this one.", map[string]any{"type": "integer", "minimum": 0}, false},
 				{"limit", "Page size.", map[string]any{"type": "integer", "minimum": 1, "maximum": queue.DefaultLogCap, "default": defaultPageSize}, false},

@@ -106,6 +106,9 @@ func workerKey(id string) string { return keyWorkerPrefix + id }
 // JobKey returns the hash that holds job id of queue.
 func JobKey(queue, id string) string { return keysFor(queue).job(id) }
 
+// LogKey is the list of job id's log lines in queue (lua/log.lua).
+func LogKey(queue, id string) string { return keysFor(queue).log(id) }
+
 // keyBatchesOpen is the set of batches whose callbacks have not all fired
 // (batch.go): the poller looks there for callbacks due.
 const keyBatchesOpen = prefix + "batches:open"
