@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -205,12 +206,14 @@ func TestSequencesAcrossWorkersWithAKill(t *testing.T) {
 }
 
 // A job that no worker starts before its start_by ends dead, expired, by
-// the poller's pass; one with a deadline the same when it passes.
+// the poller's pass; one with a deadline the same when it passes; one
+// running when its deadline comes is stopped at it, not retried.
 func TestExpiryThroughTheBinaries(t *testing.T) {
 	t.Parallel()
 	srv := queuetest.Start(t)
 	urls := startAPIs(t, 1, serviceEnv(srv))
 	startProc(t, binary(t, "poller"), serviceEnv(srv, "SUNDIAL_HISTORY=off")...)
+	startProc(t, binary(t, "worker"), serviceEnv(srv, "SUNDIAL_QUEUES=slow")...)
 	api := &proctest.API{HTTP: &http.Client{Timeout: 10 * time.Second}, URLs: urls}
 	submitted := time.Now()
 	var ids []string
@@ -224,6 +227,21 @@ func TestExpiryThroughTheBinaries(t *testing.T) {
 			t.Fatalf("submit: %d %s %v", code, b, err)
 		}
 		ids = append(ids, j.ID)
+	}
+	// Mid-attempt: a 10 s sleep whose deadline is 2 s away.
+	code, b, err := api.Call("POST", "/v1/jobs", map[string]any{"queue": "slow", "type": "sundial.sleep", "payload": map[string]any{"ms": 10000},
+		"deadline_in_seconds": 2, "max_attempts": 5, "timeout_seconds": 60}, 10*time.Second)
+	var running job.Job
+	if err != nil || code != http.StatusCreated || json.Unmarshal(b, &running) != nil {
+		t.Fatalf("submit: %d %s %v", code, b, err)
+	}
+	var stopped job.Job
+	queuetest.Eventually(t, 15*time.Second, "the running job stopped at its deadline", func() bool {
+		_, b, err := api.Call("GET", "/v1/jobs/"+running.ID, nil, 5*time.Second)
+		return err == nil && json.Unmarshal(b, &stopped) == nil && stopped.State == job.Dead
+	})
+	if took := time.Since(submitted); stopped.Attempt != 1 || took > 8*time.Second || !strings.Contains(stopped.LastError, "deadline passed") {
+		t.Fatalf("the running job: attempt %d, %q, ended after %v; want 1 attempt stopped near its deadline, not retried", stopped.Attempt, stopped.LastError, took)
 	}
 	for i, id := range ids {
 		var j job.Job
