@@ -6,7 +6,7 @@
 //
 //   node e2e/run.mjs                     everything (PERF_SECONDS=30 by default)
 //   PERF_SECONDS=300 node e2e/run.mjs    the five-minute measurement
-//   E2E_ONLY=flows|limits|screenshots|a11y|perf   one part (comma-separated for several;
+//   E2E_ONLY=flows|limits|screenshots|a11y|signin|perf   one part (comma-separated for several;
 //                                        limits is the limits flow alone, also part of flows)
 //   E2E_SHOTS=queues,job-throttled,...   only these screenshots
 //   CHROMIUM=/path/to/chromium           another browser binary
@@ -17,6 +17,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Stack, freePort, waitFor } from "./stack.mjs";
 import { axePage, describe, failing } from "./a11y.mjs";
+import { signInFlow } from "./signin.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, "../..");
@@ -82,6 +83,10 @@ try {
   if (want("a11y")) {
     console.log("== e2e: accessibility (axe-core, WCAG 2.1 A/AA), every page in both themes");
     await a11y(browser);
+  }
+  if (want("signin")) {
+    console.log("== e2e: sign-in with OpenID Connect (a real provider's pages)");
+    await signInFlow({ stack, browser, step, check, repo });
   }
   if (want("perf")) {
     console.log(`== e2e: performance, 1,000 events/s for ${perfSeconds} s`);
