@@ -204,6 +204,38 @@ func exerciseEveryScript(t *testing.T, ctx context.Context, q *queue.Client, clk
 	must(q.Pause(ctx, name))
 	must(q.Resume(ctx, name)) // resume.lua
 	must(q.DeleteLimit(ctx, name, "l"))
+
+	// Job options (submit_options in lib.lua): a burst of one debounce
+	// key made one job, a sequence, tags, an expiry; then the lines a
+	// running attempt logs (log.lua) and the expiry's sweep.
+	deb := func() *job.Job { return build(job.Spec{Debounce: &job.Debounce{Key: "d", WindowSeconds: 1}, Tags: []string{"t:1"}}) }
+	first, second := deb(), deb()
+	seq1 := build(job.Spec{Sequence: &job.Sequence{Key: "s"}, ExpiresInSeconds: ptr(60.0)})
+	seq2 := build(job.Spec{Sequence: &job.Sequence{Key: "s"}, DeadlineInSeconds: ptr(600.0)})
+	res, err := q.Submit(ctx, []*job.Job{first, second, seq1, seq2})
+	must(err)
+	if !res[1].Debounced || res[1].Job.ID != first.ID {
+		t.Fatalf("queue %s: the second submit of a debounce key made a job", name)
+	}
+	leases, err = q.Claim(ctx, name, 10, "w1")
+	must(err)
+	var head *queue.Lease
+	for i, l := range leases {
+		switch l.Job.ID {
+		case seq1.ID:
+			head = &leases[i]
+		case seq2.ID:
+			t.Fatalf("queue %s: the sequence's second job ran beside its first", name)
+		}
+	}
+	if head == nil {
+		t.Fatalf("queue %s: the sequence's first job was not claimed", name)
+	}
+	_, err = q.AppendLogs(ctx, name, *head, []queue.LogEntry{{Level: "info", Message: "hello"}})
+	must(err)
+	clk.Advance(time.Hour)
+	_, _, err = q.Promote(ctx, name, 100)
+	must(err)
 }
 
 // batchAcrossShards runs a batch of members in queues (on different
