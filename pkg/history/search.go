@@ -69,7 +69,16 @@ func (s *Store) Search(ctx context.Context, q Query) ([]*job.Job, string, error)
 		filter = append(filter, bson.E{Key: fTags, Value: q.Tag})
 	}
 	if len(q.Payload) > 0 {
-		filter = append(filter, bson.E{Key: fPayloadTerms, Value: bson.D{{Key: "$all", Value: q.Payload}}})
+		// The first term as an equality, which FerretDB pushes down to
+		// its index ($all it does not); the others beside it.
+		filter = append(filter, bson.E{Key: fPayloadTerms, Value: q.Payload[0]})
+		if len(q.Payload) > 1 {
+			var and bson.A
+			for _, term := range q.Payload[1:] {
+				and = append(and, bson.D{{Key: fPayloadTerms, Value: term}})
+			}
+			filter = append(filter, bson.E{Key: "$and", Value: and})
+		}
 	}
 	if len(q.DependsOn) > 0 {
 		filter = append(filter, bson.E{Key: fDependsOn, Value: bson.D{{Key: "$in", Value: q.DependsOn}}})

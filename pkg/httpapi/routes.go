@@ -133,6 +133,8 @@ func (s *Server) routes() []route {
 				{"type", "Only jobs of this type.", typeSchema, false},
 				{"group", "Only jobs of this fairness group.", map[string]any{"type": "string", "pattern": "^[A-Za-z0-9_.:@-]{1,128}$"}, false},
 				{"state", "Only jobs in this state.", enumSchema(job.State("")), false},
+				tagParam,
+				{"payload.{field}", "Only jobs whose payload's top-level field {field} has this value (a string as it is, a number as the payload writes it); several such parameters must all match. Only scalar fields, up to 32 a job and 128 bytes a value, are searchable.", textSchema, false},
 				{"from", "created_at at or after this time.", timeSchema, false},
 				{"to", "created_at before this time.", timeSchema, false},
 				limitParam, cursorParam,

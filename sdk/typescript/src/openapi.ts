@@ -518,7 +518,7 @@ export interface paths {
         };
         /**
          * A job's log lines, oldest first
-         * @description The lines the job's handlers logged with a seq above after, oldest first, from Redis while the job is kept there. Follow a running job by asking again with after=next_after on each of its log events.
+         * @description The lines the job's handlers logged with a seq above after, oldest first, from Redis while the job is kept there, then from the history store, which copies them on each log event. Follow a running job by asking again with after=next_after on each of its log events.
          */
         get: operations["jobLogs"];
         put?: never;
@@ -1337,6 +1337,17 @@ export interface components {
             /** @description Leave out to act on every dead job of the queue. */
             ids?: string[];
         };
+        Debounce: {
+            key: string;
+            /** @description Default: the window for replace, 10 windows for extend; at least the window, at most 86400. */
+            max_wait_seconds?: number;
+            /**
+             * @default replace
+             * @enum {string}
+             */
+            mode?: "replace" | "extend";
+            window_seconds: number;
+        };
         DeletedCount: {
             deleted: number;
         };
@@ -1448,12 +1459,7 @@ export interface components {
             id: string;
             idempotency_key?: string;
             last_error?: string;
-            logs?: {
-                /** Format: int64 */
-                dropped: number;
-                /** Format: int64 */
-                lines: number;
-            };
+            logs?: components["schemas"]["LogCounts"];
             max_attempts: number;
             on_dependency_failure?: string;
             payload?: unknown;
@@ -1464,10 +1470,7 @@ export interface components {
             result?: unknown;
             /** Format: date-time */
             run_at: string;
-            sequence?: {
-                key: string;
-                on_failure?: string;
-            };
+            sequence?: components["schemas"]["Sequence"];
             /** Format: date-time */
             start_by?: string;
             /** Format: date-time */
@@ -1482,6 +1485,12 @@ export interface components {
             worker_id?: string;
         };
         JobEvent: {
+            actor?: {
+                id?: string;
+                ip?: string;
+                kind: string;
+                name?: string;
+            };
             /** Format: date-time */
             at: string;
             attempt: number;
@@ -1515,12 +1524,7 @@ export interface components {
             /** Format: date-time */
             deadline?: string;
             deadline_in_seconds?: number;
-            debounce?: {
-                key: string;
-                max_wait_seconds?: number;
-                mode?: string;
-                window_seconds: number;
-            };
+            debounce?: components["schemas"]["Debounce"];
             /** @description Due this many seconds from now. Not with run_at. */
             delay_seconds?: number;
             /** @description Jobs of the same queue that must succeed first; in a batch "#n" names the batch's job n. */
@@ -1547,10 +1551,7 @@ export interface components {
              * @description When the job becomes due; at most 366 days ahead. Not with delay_seconds.
              */
             run_at?: string;
-            sequence?: {
-                key: string;
-                on_failure?: string;
-            };
+            sequence?: components["schemas"]["Sequence"];
             /** Format: date-time */
             start_by?: string;
             tags?: string[];
@@ -1625,6 +1626,34 @@ export interface components {
             /** @description The job types it covers; every type of the queue when left out. */
             types?: string[];
         } | unknown | unknown;
+        LogCounts: {
+            /** Format: int64 */
+            dropped: number;
+            /** Format: int64 */
+            lines: number;
+        };
+        LogEntry: {
+            fields?: {
+                [key: string]: string;
+            };
+            /** @enum {string} */
+            level: "debug" | "info" | "warn" | "error";
+            /** @description Cut at 8 KiB. */
+            message: string;
+        };
+        LogLine: {
+            /** Format: date-time */
+            at: string;
+            attempt: number;
+            fields?: {
+                [key: string]: string;
+            };
+            /** @enum {string} */
+            level: "debug" | "info" | "warn" | "error";
+            message: string;
+            /** Format: int64 */
+            seq: number;
+        };
         MetricsTarget: {
             /** @description worker_id and hostname; __metrics_path__ when the path is not /metrics. */
             labels: {
@@ -1797,6 +1826,14 @@ export interface components {
             cron?: string;
             every_seconds?: number;
             timezone?: string;
+        };
+        Sequence: {
+            key: string;
+            /**
+             * @default continue
+             * @enum {string}
+             */
+            on_failure?: "continue" | "cancel";
         };
         Storage: {
             /** @description The storage format the Redis holds (its marker): "1" until the processes move it to a newer one (this release writes "3") once no live reader lacks it. */
@@ -2602,6 +2639,10 @@ export interface operations {
                 group?: string;
                 /** @description Only jobs in this state. */
                 state?: "waiting" | "scheduled" | "queued" | "active" | "succeeded" | "dead" | "cancelled";
+                /** @description Only jobs with this tag. */
+                tag?: string;
+                /** @description Only jobs whose payload's top-level field {field} has this value (a string as it is, a number as the payload writes it); several such parameters must all match. Only scalar fields, up to 32 a job and 128 bytes a value, are searchable. */
+                "payload.{field}"?: string;
                 /** @description created_at at or after this time. */
                 from?: string;
                 /** @description created_at before this time. */
@@ -3020,18 +3061,7 @@ export interface operations {
                     "application/json": {
                         /** Format: int64 */
                         dropped: number;
-                        lines: {
-                            /** Format: date-time */
-                            at: string;
-                            attempt: number;
-                            fields?: {
-                                [key: string]: string;
-                            };
-                            level: string;
-                            message: string;
-                            /** Format: int64 */
-                            seq: number;
-                        }[];
+                        lines: components["schemas"]["LogLine"][];
                         /** Format: int64 */
                         next_after: number;
                     };
@@ -3058,13 +3088,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    lines: {
-                        fields?: {
-                            [key: string]: string;
-                        };
-                        level: string;
-                        message: string;
-                    }[];
+                    lines: components["schemas"]["LogEntry"][];
                     token: string;
                 };
             };
