@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/sundialhq/sundial/pkg/audit"
+	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 )
 
@@ -246,4 +247,64 @@ func scopeList(scopes map[string]bool) string {
 		}
 	}
 	return out
+}
+
+// eventActions are the audit actions whose job events name their actor.
+var eventActions = map[job.EventType]string{
+	job.EventCancelled: "job.cancel",
+	job.EventRetried:   "job.retry",
+	job.EventSignal:    "job.signal",
+}
+
+// eventActorWindow is how long before its event an action's record may be:
+// an active job's cancel ends it when its handler stops.
+const eventActorWindow = time.Hour
+
+// eventActors names, on a job's cancelled, retried and signal events, who
+// caused them through the API: the actor of the nearest earlier record of
+// the job's audit log with that action (at most 2 s later, for clocks), each
+// record used once. Events of jobs a bulk action selected name no actor: the
+// bulk action's own record names its filter. Without an audit store, or when
+// it fails, the events go out as they are.
+func (s *Server) eventActors(ctx context.Context, id string, events []eventView) {
+	if s.cfg.AuditLog == nil {
+		return
+	}
+	var first, last time.Time
+	for _, e := range events {
+		if eventActions[e.Type] == "" {
+			continue
+		}
+		if first.IsZero() || e.At.Before(first) {
+			first = e.At
+		}
+		if e.At.After(last) {
+			last = e.At
+		}
+	}
+	if first.IsZero() {
+		return
+	}
+	recs, _, err := s.cfg.AuditLog.Query(ctx, audit.Query{Target: "job:" + id, Since: first.Add(-eventActorWindow), Until: last.Add(2 * time.Second), Limit: audit.MaxPageSize})
+	if err != nil {
+		s.log.Warn("job events: the audit log cannot be read; events without actors", "job_id", id, "err", err)
+		return
+	}
+	used := map[string]bool{}
+	for i := range events {
+		action := eventActions[events[i].Type]
+		if action == "" {
+			continue
+		}
+		for _, r := range recs { // newest first
+			if used[r.ID] || r.Action != action || r.Outcome != audit.OutcomeOK || r.At.After(events[i].At.Add(2*time.Second)) ||
+				r.At.Before(events[i].At.Add(-eventActorWindow)) {
+				continue
+			}
+			used[r.ID] = true
+			a := r.Actor
+			events[i].Actor = &a
+			break
+		}
+	}
 }

@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sundialhq/sundial/internal/mongotest"
 	"github.com/sundialhq/sundial/pkg/audit"
+	"github.com/sundialhq/sundial/pkg/history"
 	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 )
@@ -180,5 +182,50 @@ func TestAuditWithoutStore(t *testing.T) {
 	}
 	if strings.Contains(logs, auditAdminKey) || strings.Contains(logs, "nope") {
 		t.Error("the log holds a key")
+	}
+}
+
+// TestEventsNameTheActor: a job's cancelled and retried events, read from
+// the history, name who cancelled and retried it (from the audit log).
+func TestEventsNameTheActor(t *testing.T) {
+	_, db := mongotest.Client(t)
+	hist := history.NewStore(db, history.StoreOptions{Logger: discardLogger()})
+	store := audit.NewStore(db, audit.StoreOptions{})
+	a := start(t, func(c *Config) {
+		c.APIKeys = []string{auditAdminKey, "other-admin-secret-012345"}
+		c.Audit, c.AuditLog, c.History = store, store, hist
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	w := history.NewWriter(a.q, hist, history.WriterConfig{Consumer: "t", DiscoverInterval: 20 * time.Millisecond, Linger: time.Millisecond, Logger: discardLogger()})
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	var j job.Job
+	a.as(auditAdminKey, "POST", "/v1/jobs", map[string]any{"queue": "ev", "type": "t", "delay_seconds": 3600}).decode(t, http.StatusCreated, &j)
+	a.as(auditAdminKey, "POST", "/v1/jobs/"+j.ID+"/cancel", nil).decode(t, http.StatusOK, nil)
+	a.as("other-admin-secret-012345", "POST", "/v1/jobs/"+j.ID+"/retry", nil).decode(t, http.StatusOK, nil)
+	var list eventList
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		a.as(auditAdminKey, "GET", "/v1/jobs/"+j.ID+"/events", nil).decode(t, http.StatusOK, &list)
+		if len(list.Events) >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("events never reached the history: %+v", list.Events)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition under a deadline
+	}
+	want := map[job.EventType]string{job.EventCancelled: audit.KeyID(auditAdminKey), job.EventRetried: audit.KeyID("other-admin-secret-012345")}
+	for _, e := range list.Events {
+		switch {
+		case want[e.Type] != "" && (e.Actor == nil || e.Actor.ID != want[e.Type]):
+			t.Errorf("%s event: actor %+v, want %s", e.Type, e.Actor, want[e.Type])
+		case want[e.Type] == "" && e.Actor != nil:
+			t.Errorf("%s event names an actor: %+v", e.Type, e.Actor)
+		}
 	}
 }

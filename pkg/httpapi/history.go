@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/sundialhq/sundial/pkg/audit"
 	"github.com/sundialhq/sundial/pkg/history"
 	"github.com/sundialhq/sundial/pkg/job"
 )
@@ -35,6 +36,10 @@ type eventView struct {
 	Attempt  int           `json:"attempt"`
 	WorkerID string        `json:"worker_id"`
 	Error    string        `json:"error"`
+	// Actor names who caused a cancelled or retried event through the API
+	// (its audit record's actor); absent for the engine's own events and
+	// for jobs a bulk action selected.
+	Actor *audit.Actor `json:"actor,omitempty"`
 }
 
 // eventList is the answer of GET /v1/jobs/{id}/events.
@@ -142,5 +147,6 @@ func (s *Server) jobEvents(c *gin.Context) {
 	for i, e := range events {
 		out.Events[i] = eventView{Type: e.Event, At: e.At, State: e.State, Attempt: e.Attempt, WorkerID: e.WorkerID, Error: e.Error}
 	}
+	s.eventActors(c.Request.Context(), c.Param("id"), out.Events)
 	c.JSON(http.StatusOK, out)
 }
