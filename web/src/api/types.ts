@@ -177,6 +177,8 @@ export interface JobEvent {
   error: string;
   /** step: "<seq> <name> <status>"; parked: what it waits for; signal: the signal's name; progress: its message. */
   message?: string;
+  /** Who caused a cancelled, retried or signal event through the API (from the audit log). */
+  actor?: { kind: string; id?: string; name?: string };
 }
 
 export interface QueueStats {

@@ -247,6 +247,7 @@ export function JobDetail({ id }: { id: string }) {
                 <time dateTime={e.at} title={e.at}>{when(e.at)}</time>
                 {eventDetail(e) ? <span className="ev-detail">{eventDetail(e)}</span> : null}
                 <span className="muted">attempt {e.attempt}{e.worker_id ? ` · ${e.worker_id}` : ""}</span>
+                {e.actor ? <span className="ev-actor" data-testid="event-actor">by {e.actor.name ? `${e.actor.name} (${e.actor.id})` : e.actor.id || e.actor.kind}</span> : null}
                 {e.error && e.type !== "parked" ? <span className="error-text">{e.error}</span> : null}
               </li>
             ))}
