@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -91,22 +92,50 @@ func run(t *testing.T, ctx context.Context, dir string, env []string, argv ...st
 	}
 }
 
-// python returns a Python 3 that can make a virtual environment and build
-// the package without a package index (venv, ensurepip, setuptools and
-// wheel): Debian's /usr/bin/python3 first, as scripts/install-deps.sh
-// installs it, then python3 on PATH.
-func python(t *testing.T) string {
+// pythons returns the Python 3s here that can make a virtual environment
+// (venv and ensurepip): Debian's /usr/bin/python3, as
+// scripts/install-deps.sh installs it, then python3 on PATH (a pyenv, say),
+// each once. The package needs no setuptools or wheel to build
+// (sdk/python/_build/backend.py).
+func pythons(t *testing.T) []string {
 	t.Helper()
+	var out []string
+	seen := map[string]bool{}
 	for _, p := range []string{os.Getenv("SUNDIAL_PYTHON"), "/usr/bin/python3", "python3"} {
 		if p == "" {
 			continue
 		}
-		if exec.Command(p, "-c", "import venv, ensurepip, setuptools, wheel").Run() == nil {
-			return p
+		real, err := exec.Command(p, "-c", "import sys, venv, ensurepip; print(sys.executable)").Output()
+		if err == nil && !seen[string(real)] {
+			seen[string(real)] = true
+			out = append(out, p)
 		}
 	}
-	t.Fatal("no python3 with venv, ensurepip, setuptools and wheel: apt-get install python3-venv python3-pip python3-setuptools python3-wheel (scripts/install-deps.sh)")
-	return ""
+	if len(out) == 0 {
+		t.Fatal("no python3 with venv and ensurepip: apt-get install python3-venv python3-pip (scripts/install-deps.sh)")
+	}
+	return out
+}
+
+// python returns the first of pythons.
+func python(t *testing.T) string { return pythons(t)[0] }
+
+// TestPythonSDKInstallsOnEveryPython installs sdk/python as docs/sdk-python.md
+// says (a venv, pip without build isolation or an index) with every Python
+// here: a pyenv 3.11 whose setuptools is 65.5 and has no wheel package
+// failed with "invalid command 'bdist_wheel'" under setuptools' backend.
+func TestPythonSDKInstallsOnEveryPython(t *testing.T) {
+	src, _ := filepath.Abs(filepath.Join(root, "sdk", "python"))
+	for i, py := range pythons(t) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		dir := t.TempDir()
+		venv := filepath.Join(dir, "v"+strconv.Itoa(i))
+		run(t, ctx, dir, nil, py, "-m", "venv", "--system-site-packages", venv)
+		run(t, ctx, dir, nil, filepath.Join(venv, "bin", "pip"), "install", "--no-build-isolation", "--no-index", "--quiet", src)
+		run(t, ctx, dir, nil, filepath.Join(venv, "bin", "python"), "-c",
+			"import sundial, importlib.metadata as m; assert sundial.__file__.startswith(r'"+venv+"'), sundial.__file__; print(m.version('sundial-sdk'))")
+		cancel()
+	}
 }
 
 // TestPythonSDK installs sdk/python into a fresh virtual environment the
