@@ -2,7 +2,7 @@
 # What the tests need on a fresh Debian/Ubuntu machine, installed if
 # missing: redis-server (+ redis-sentinel), PostgreSQL (for the MongoDB
 # stand-in), Chromium (the dashboard's end-to-end run), Node.js and npm,
-# Python 3 (the example HTTP worker; venv, pip, setuptools and wheel for the Python SDK), the Go modules, the FerretDB stand-in
+# Python 3 (the example HTTP worker; venv and pip for the Python SDK), the Go modules, the FerretDB stand-in
 # binary, a pinned helm, promtool, and the dashboard's npm packages. make test runs it first (and .ci/run runs make
 # test); it is quick when everything is there. Without root or passwordless
 # sudo it installs nothing and fails naming what to install.
@@ -27,9 +27,10 @@ command -v npm >/dev/null || need_apt+=(npm)
 # (deploy/prometheus, make test-deploy).
 command -v promtool >/dev/null || need_apt+=(prometheus)
 # The Python SDK's tests (make test-sdk) make a virtual environment and build sdk/python
-# without a package index: Debian's python3 with venv, pip, setuptools and wheel.
-/usr/bin/python3 -c 'import venv, ensurepip, setuptools, wheel' 2>/dev/null ||
-  need_apt+=(python3-venv python3-pip python3-setuptools python3-wheel)
+# without a package index: Debian's python3 with venv and pip (the SDK builds with its own
+# backend, no setuptools or wheel).
+/usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null ||
+  need_apt+=(python3-venv python3-pip)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""
