@@ -72,7 +72,7 @@ func Start(addr string, client Client, users map[string]User) (*Provider, error)
 	}
 	var crypto [32]byte
 	_, _ = rand.Read(crypto[:])
-	provider, err := op.NewOpenIDProvider(issuer, &op.Config{CryptoKey: crypto, CodeMethodS256: true, AuthMethodPost: true}, st, op.WithAllowInsecure())
+	provider, err := op.NewProvider(&op.Config{CryptoKey: crypto, CodeMethodS256: true, AuthMethodPost: true}, st, op.StaticIssuer(issuer), op.WithAllowInsecure())
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func Start(addr string, client Client, users map[string]User) (*Provider, error)
 		}
 		http.Redirect(w, r, issuer+"/authorize/callback?id="+id, http.StatusFound)
 	})
-	mux.Handle("/", provider.HttpHandler())
+	mux.Handle("/", provider)
 	p := &Provider{Issuer: issuer, store: st, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}
 	go func() { _ = p.srv.Serve(ln) }()
 	return p, nil
