@@ -134,6 +134,17 @@ var kinds = []kind{
 			"payload": map[string]any{"order": strconv.FormatUint(r.Uint64(), 36), "sleep_ms": 100 + r.IntN(900), "timeout_ms": 600_000},
 			"backoff": map[string]any{"base_seconds": 0.05, "max_seconds": 0.5}}}
 	}},
+	{"sequenced", job.Succeeded, func(r *rand.Rand) []map[string]any {
+		// A fenced run in line behind the earlier ones of its key (one of
+		// four): the runs of a key wait for each other through the
+		// soak's kills, partitions and restarts. Tags, a start_by and a
+		// deadline far enough not to end it ride along.
+		return []map[string]any{{"type": "sundial.http", "max_attempts": 25,
+			"payload":  map[string]any{"method": "POST", "url": fmt.Sprintf("%s/run?ms=%d", sinkURL, 10+r.IntN(60))},
+			"backoff":  map[string]any{"base_seconds": 0.05, "max_seconds": 0.5},
+			"sequence": map[string]any{"key": fmt.Sprintf("seq-%d", r.IntN(4))},
+			"tags":     []string{"soak", fmt.Sprintf("n=%d", r.IntN(10))}, "expires_in_seconds": 3600, "deadline_in_seconds": 7200}}
+	}},
 	{"chain", job.Succeeded, func(r *rand.Rand) []map[string]any {
 		return []map[string]any{
 			{"type": "sundial.echo", "max_attempts": 25},
