@@ -217,6 +217,7 @@ type Client struct {
 	q       *queue.Client
 	mw      []SubmitMiddleware
 	history history.Reader // nil: none (WithHistory)
+	keyring *Keyring       // nil: none (WithEncryption)
 }
 
 // SubmitMiddleware sees every job a Client submits before it is
@@ -300,6 +301,9 @@ func (c *Client) build(ctx context.Context, j *Job, now time.Time) (*job.Job, er
 		}
 	}
 	s, err := j.spec()
+	if err == nil {
+		err = c.seal(&s)
+	}
 	if err == nil {
 		err = c.q.ApplyTypeDefaults(ctx, &s)
 	}

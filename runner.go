@@ -116,6 +116,12 @@ type RunnerConfig struct {
 	// relays committed jobs and runs them. Several Runners may each run
 	// one: a leader lock in Redis lets one relay at a time.
 	Relays []Relay
+	// Encryption decrypts the payloads clients encrypted (WithEncryption)
+	// before handlers see them, and encrypts those jobs' results and error
+	// text under its keyring's primary key. Without a keyring such jobs go
+	// dead, as do jobs sealed under a key it lacks (docs/payloads.md,
+	// "Encryption").
+	Encryption Encryption
 	// Logger receives the logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -162,7 +168,8 @@ func (cfg RunnerConfig) engine() queue.Options {
 // same parser and checks: SUNDIAL_REDIS_URL (one Redis, Sentinel or
 // Cluster), SUNDIAL_QUEUES (q:3 gives a weight), SUNDIAL_CONCURRENCY,
 // SUNDIAL_WORKER_ID, SUNDIAL_SHUTDOWN_TIMEOUT, SUNDIAL_LEASE_TTL,
-// SUNDIAL_LEASE_GRACE and SUNDIAL_EVENTS_MAXLEN. An invalid value is an
+// SUNDIAL_LEASE_GRACE, SUNDIAL_EVENTS_MAXLEN and the keyring
+// (SUNDIAL_KEYRING, SUNDIAL_KEYRING_FILE, SUNDIAL_KEYRING_PRIMARY). An invalid value is an
 // error naming the variable.
 func ConfigFromEnv() (RunnerConfig, redis.UniversalClient, error) {
 	c, err := config.Load(os.Getenv)
@@ -170,7 +177,8 @@ func ConfigFromEnv() (RunnerConfig, redis.UniversalClient, error) {
 		return RunnerConfig{}, nil, err
 	}
 	cfg := RunnerConfig{Concurrency: c.Concurrency, ShutdownTimeout: c.ShutdownTimeout, WorkerID: c.WorkerID,
-		LeaseTTL: c.LeaseTTL, LeaseGrace: c.LeaseGrace, EventsMax: c.EventsMaxLen, QueueSettings: map[string]QueueSettings{}}
+		LeaseTTL: c.LeaseTTL, LeaseGrace: c.LeaseGrace, EventsMax: c.EventsMaxLen, QueueSettings: map[string]QueueSettings{},
+		Encryption: Encryption{Keyring: c.Keyring}}
 	for _, q := range c.Queues {
 		cfg.Queues = append(cfg.Queues, q.Name)
 		cfg.QueueSettings[q.Name] = QueueSettings{Weight: q.Weight}
@@ -200,7 +208,7 @@ func NewRunner(rdb redis.UniversalClient, cfg RunnerConfig) *Runner {
 		cfg.Logger = slog.Default()
 	}
 	wc := worker.Config{Concurrency: cfg.Concurrency, ShutdownTimeout: cfg.ShutdownTimeout, Logger: cfg.Logger,
-		ID: cfg.WorkerID, Engine: cfg.engine()}
+		ID: cfg.WorkerID, Engine: cfg.engine(), Encryption: cfg.Encryption}
 	if f := cfg.AfterAttempt; f != nil {
 		wc.AfterAttempt = func(j *job.Job, o queue.Outcome, s queue.Status) {
 			end := AttemptEnd{Job: j, Outcome: worker.OutcomeName(o.Kind), State: State(s), Error: o.Error}

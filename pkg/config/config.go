@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/pkg/egress"
+	"github.com/sundialhq/sundial/pkg/envelope"
 )
 
 // WaitReplicasAuto is SUNDIAL_REDIS_WAIT_REPLICAS=auto in
@@ -85,6 +86,11 @@ type Config struct {
 	// HTTPJobAllow is what the sundial.http job type may reach besides
 	// public addresses (SUNDIAL_HTTP_JOB_ALLOW).
 	HTTPJobAllow *egress.Policy
+	// Keyring decrypts encrypted payloads and encrypts results and error
+	// text (SUNDIAL_KEYRING, SUNDIAL_KEYRING_FILE, SUNDIAL_KEYRING_PRIMARY;
+	// docs/payloads.md, "Encryption"); nil when none is set.
+	Keyring                              *envelope.Keyring
+	keyring, keyringFile, keyringPrimary string
 }
 
 // Var describes one environment variable.
@@ -194,6 +200,18 @@ var Vars = []Var{
 		c.HTTPJobAllow = p
 		return err
 	}},
+	{envelope.EnvKeyring, "", "worker: the keyring that decrypts encrypted payloads and encrypts their results and error text, comma-separated <id>:<base64 of 32 bytes>, ids of 1 to 64 of [A-Za-z0-9_.-]; keep old keys when rotating (docs/payloads.md, \"Encryption\")", true, func(c *Config, v string) error {
+		c.keyring = v
+		return nil
+	}},
+	{envelope.EnvKeyringFile, "", "worker: a file holding the keyring instead, one <id>:<base64> a line (set this or SUNDIAL_KEYRING)", false, func(c *Config, v string) error {
+		c.keyringFile = v
+		return nil
+	}},
+	{envelope.EnvPrimary, "", "worker: the id of the keyring's key that encrypts; empty = the last one listed", false, func(c *Config, v string) error {
+		c.keyringPrimary = v
+		return nil
+	}},
 	{"SUNDIAL_MAX_BODY_BYTES", "1048576", "largest request body; the batch endpoint allows 16×", false, func(c *Config, v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1024 || n > 1<<30 {
@@ -297,6 +315,13 @@ func Load(getenv func(string) string) (*Config, error) {
 	if c.OIDCIssuer != "" && c.SessionSecret == "" && len(c.OIDCClientSecret) < 16 {
 		errs = append(errs, "SUNDIAL_OIDC_ISSUER is set: SUNDIAL_SESSION_SECRET (16 bytes or more) is needed when SUNDIAL_OIDC_CLIENT_SECRET is shorter than 16 bytes")
 	}
+	kr, err := envelope.FromEnv(func(name string) string {
+		return map[string]string{envelope.EnvKeyring: c.keyring, envelope.EnvKeyringFile: c.keyringFile, envelope.EnvPrimary: c.keyringPrimary}[name]
+	})
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	c.Keyring = kr
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid configuration:\n  %s", strings.Join(errs, "\n  "))
 	}

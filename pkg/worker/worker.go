@@ -76,6 +76,11 @@ type Config struct {
 	// state the job reached (StatusStale: refused, the lease was lost). It
 	// runs in the worker's outcome writer: keep it quick.
 	AfterAttempt func(j *job.Job, o queue.Outcome, s queue.Status)
+	// Encryption decrypts encrypted payloads before handlers see them and
+	// encrypts those jobs' results and error text (encryption.go;
+	// docs/payloads.md, "Encryption"). Without a keyring, a job whose
+	// payload is encrypted goes dead.
+	Encryption Encryption
 }
 
 func (c *Config) fill() {
@@ -634,6 +639,14 @@ func (w *Worker) execute(ctx context.Context, l queue.Lease) (o queue.Outcome, r
 	if !ok {
 		o.Kind, o.Error = queue.OutcomeDead, fmt.Sprintf("no handler for type %q", j.Type)
 		return o, true
+	}
+	encrypted, err := w.cfg.Encryption.open(j)
+	if err != nil {
+		o.Kind, o.Error = queue.OutcomeDead, err.Error()
+		return o, true
+	}
+	if encrypted {
+		defer func() { w.cfg.Encryption.seal(&o) }()
 	}
 	for i := len(w.mw) - 1; i >= 0; i-- {
 		h = w.mw[i](h)

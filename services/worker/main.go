@@ -45,6 +45,7 @@ func main() {
 			Engine:            env.EngineOptions(),
 			Logger:            env.Log,
 			MetricsURL:        metricsURL,
+			Encryption:        worker.Encryption{Keyring: c.Keyring},
 		})
 		builtin.RegisterWith(w, builtin.Config{HTTPAllow: c.HTTPJobAllow})
 		// The metrics are exported over OTLP when asked for, whether or
