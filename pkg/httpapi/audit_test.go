@@ -61,6 +61,8 @@ func TestAuditRecordsEachAction(t *testing.T) {
 
 	var j job.Job
 	a.as(auditSubmitKey, "POST", "/v1/jobs", map[string]any{"type": "t", "queue": "aq", "delay_seconds": 3600}).decode(t, http.StatusCreated, &j)
+	var sig job.Job
+	a.as(auditSubmitKey, "POST", "/v1/jobs", map[string]any{"type": "t", "queue": "sq", "delay_seconds": 3600}).decode(t, http.StatusCreated, &sig)
 	var dead []string
 	for range 2 {
 		var d job.Job
@@ -100,6 +102,14 @@ func TestAuditRecordsEachAction(t *testing.T) {
 		{auditAdminKey, "PUT", "/v1/queues/aq/uniqueness", map[string]any{"window_seconds": 600}, 200, "uniqueness.put", "queue:aq", audit.OutcomeOK, admin},
 		{auditSubmitKey, "PUT", "/v1/queues/aq/uniqueness", map[string]any{"window_seconds": 60}, 403, "uniqueness.put", "queue:aq", audit.OutcomeRefused, submitter},
 		{auditSubmitKey, "GET", "/v1/audit", nil, 403, "listAudit", "GET /v1/audit", audit.OutcomeRefused, submitter},
+		{auditAdminKey, "PUT", "/v1/schedules/hourly", map[string]any{"every_seconds": 3600, "job": map[string]any{"type": "x", "queue": "aq"}}, 201, "schedule.put", "schedule:hourly", audit.OutcomeOK, admin},
+		{auditAdminKey, "PATCH", "/v1/schedules/hourly", map[string]any{"enabled": false}, 200, "schedule.patch", "schedule:hourly", audit.OutcomeOK, admin},
+		{auditAdminKey, "POST", "/v1/schedules/hourly/trigger", nil, 201, "schedule.trigger", "schedule:hourly", audit.OutcomeOK, admin},
+		{auditSubmitKey, "POST", "/v1/jobs/" + sig.ID + "/signals/go", map[string]any{"value": "v"}, 200, "job.signal", "job:" + sig.ID + "/signal:go", audit.OutcomeOK, submitter},
+		{auditAdminKey, "POST", "/v1/queues/dq/jobs/bulk", map[string]any{"action": "move", "ids": dead[1:], "to_queue": "dq2"}, 200, "jobs.bulk.move", "queue:dq", audit.OutcomeOK, admin},
+		{auditAdminKey, "POST", "/v1/queues/fq/pause", nil, 200, "queue.pause", "queue:fq", audit.OutcomeOK, admin},
+		{auditAdminKey, "POST", "/v1/queues/fq/resume", nil, 200, "queue.resume", "queue:fq", audit.OutcomeOK, admin},
+		{auditAdminKey, "DELETE", "/v1/queues/fq", nil, 204, "queue.forget", "queue:fq", audit.OutcomeOK, admin},
 		{"wrong-key", "POST", "/v1/queues/aq/pause", nil, 401, "auth.refused", "queue:aq", audit.OutcomeRefused, ""},
 	}
 	for i, s := range steps {
@@ -149,8 +159,8 @@ func TestAuditRecordsEachAction(t *testing.T) {
 	// GET /v1/audit: filters and pages.
 	var page auditList
 	a.as(auditAdminKey, "GET", "/v1/audit?actor="+submitter, nil).decode(t, http.StatusOK, &page)
-	if len(page.Records) != 3 {
-		t.Errorf("actor filter: %d records, want 3", len(page.Records))
+	if len(page.Records) != 4 {
+		t.Errorf("actor filter: %d records, want 4", len(page.Records))
 	}
 	a.as(auditAdminKey, "GET", "/v1/audit?target=job:"+j.ID+"&limit=2", nil).decode(t, http.StatusOK, &page)
 	if len(page.Records) != 2 || page.NextCursor == "" || page.Records[0].Action != "job.cancel" || page.Records[0].Outcome != audit.OutcomeRefused {
