@@ -3,8 +3,9 @@
 // signing its own tokens) and a second API over the stack's Redis and
 // MongoDB, configured with SUNDIAL_OIDC_* and a program's key. An admin
 // signs in, pauses a queue through the page (the CSRF token travels), is
-// named in the audit log, and signs out; a viewer's pause is refused; axe
-// checks the page with the sign-in offered.
+// named in the audit log, and signs out; a viewer's pause is refused; an
+// operator limited to queue patterns sees no other queue; axe checks the
+// page with the sign-in offered.
 
 import { execFileSync } from "node:child_process";
 import path from "node:path";
@@ -22,19 +23,21 @@ export async function signInFlow({ stack, browser, step, check, repo }) {
     base = `http://127.0.0.1:${apiPort}`;
     const issuer = `http://127.0.0.1:${providerPort}`;
     stack.spawn("provider", bin, ["-addr", `127.0.0.1:${providerPort}`, "-client-id", "sundial", "-client-secret", "e2e-client-secret-0123456789",
-      "-redirect", `${base}/auth/callback`, "-user", "ann=sundial-admins", "-user", "vera=staff"], {});
+      "-redirect", `${base}/auth/callback`, "-user", "ann=sundial-admins", "-user", "vera=staff", "-user", "otto=billing-team"], {});
     await waitFor("the provider", async () => (await fetch(issuer + "/.well-known/openid-configuration").catch(() => null))?.ok, { timeoutMs: 30_000 });
     stack.spawn("api-signin", path.join(stack.bin, "api"), [], {
       env: {
         ...stack.env, SUNDIAL_HTTP_ADDR: `127.0.0.1:${apiPort}`, SUNDIAL_API_KEYS: programKey,
         SUNDIAL_OIDC_ISSUER: issuer, SUNDIAL_OIDC_CLIENT_ID: "sundial", SUNDIAL_OIDC_CLIENT_SECRET: "e2e-client-secret-0123456789",
-        SUNDIAL_OIDC_REDIRECT_URL: `${base}/auth/callback`, SUNDIAL_OIDC_ROLES: "sundial-admins=admin,staff=viewer",
+        SUNDIAL_OIDC_REDIRECT_URL: `${base}/auth/callback`, SUNDIAL_OIDC_ROLES: "sundial-admins=admin,staff=viewer,billing-team=operator@e2e-signin*",
       },
     });
     await waitFor("the API with sign-in", async () => (await fetch(base + "/readyz").catch(() => null))?.ok, { timeoutMs: 60_000 });
-    const r = await fetch(base + "/v1/jobs", { method: "POST", headers: { Authorization: `Bearer ${programKey}`, "Content-Type": "application/json" },
-      body: JSON.stringify({ queue: "e2e-signin", type: "e2e.t", delay_seconds: 3600 }) });
-    check(r.status === 201, `submit: ${r.status}`);
+    for (const queue of ["e2e-signin", "e2e-hidden"]) {
+      const r = await fetch(base + "/v1/jobs", { method: "POST", headers: { Authorization: `Bearer ${programKey}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ queue, type: "e2e.t", delay_seconds: 3600 }) });
+      check(r.status === 201, `submit: ${r.status}`);
+    }
   });
   if (!base) return;
   const api = async (p) => (await fetch(base + p, { headers: { Authorization: `Bearer ${programKey}` } })).json();
@@ -88,6 +91,20 @@ export async function signInFlow({ stack, browser, step, check, repo }) {
     await page.getByText(/lacks the operate scope/).waitFor();
     const q = await api("/v1/queues/e2e-signin");
     check(q.paused === true, "the viewer resumed the queue");
+  });
+  await step("an operator limited to e2e-signin* sees nothing of another queue in the dashboard", async () => {
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByRole("link", { name: "Sign in with your identity provider" }).waitFor();
+    await signIn("otto");
+    await page.locator('[data-queue="e2e-signin"]').waitFor();
+    await page.locator('[data-testid=connection][data-state=ok]').waitFor();
+    // The stream's stats have arrived (connected): still no other queue.
+    check(await page.locator('[data-queue="e2e-hidden"]').count() === 0, "the operator sees e2e-hidden");
+    const html = await page.content();
+    check(!html.includes("e2e-hidden"), "the page names e2e-hidden");
+    await page.goto(base + "/jobs?queue=e2e-hidden&state=scheduled");
+    await page.getByRole("heading", { name: "Jobs" }).waitFor();
+    await page.getByText(/not found/).first().waitFor();
   });
   await ctx.close();
 }
