@@ -356,6 +356,24 @@ class Client:
             if not cursor:
                 return
 
+    # Audit log and session
+
+    def session(self) -> JSON:
+        """Who this client is to the API: its actor (an API key by id),
+        scopes and the queue patterns it is limited to (``"*"``: every
+        queue)."""
+        return self._json("GET", "/v1/session")
+
+    def audit(self, *, actor: Optional[str] = None, action: Optional[str] = None,
+              target: Optional[str] = None, since: Optional[str] = None, until: Optional[str] = None,
+              limit: Optional[int] = None, cursor: Optional[str] = None) -> JSON:
+        """One page of the audit log, newest first:
+        ``{"records": [...], "next_cursor": ""}`` (admin scope; 503
+        :class:`Unavailable` without a history store)."""
+        return self._json("GET", "/v1/audit", query={"actor": actor, "action": action, "target": target,
+                                                      "since": since, "until": until, "limit": limit,
+                                                      "cursor": cursor})
+
     # Queues
 
     def queues(self) -> List[JSON]:

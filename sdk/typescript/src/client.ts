@@ -294,6 +294,23 @@ export class Client {
     } while (cursor);
   }
 
+  // Audit log and session
+
+  /** Who this client is to the API: its actor (an API key by id), scopes and
+   * the queue patterns it is limited to ("*": every queue). */
+  async session(opts: CallOptions = {}): Promise<operations['session']['responses'][200]['content']['application/json']> {
+    return (await this.transport.request<operations['session']['responses'][200]['content']['application/json']>('GET', '/v1/session', opts)).body;
+  }
+
+  /** One page of the audit log, newest first (admin scope; UnavailableError
+   * without a history store). */
+  async audit(query: { actor?: string; action?: string; target?: string; since?: string; until?: string; limit?: number; cursor?: string } = {},
+    opts: CallOptions = {}): Promise<operations['listAudit']['responses'][200]['content']['application/json']> {
+    const q: Record<string, string> = {};
+    for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== '') q[k] = String(v);
+    return (await this.transport.request<operations['listAudit']['responses'][200]['content']['application/json']>('GET', '/v1/audit', { query: q, ...opts })).body;
+  }
+
   // Queues
 
   /** Every known queue's counts, sorted by name. */
