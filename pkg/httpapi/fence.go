@@ -243,6 +243,24 @@ func specsQueues(v any) []string {
 var fencedBodies = map[string]func(map[string]any) []string{
 	"POST /v1/jobs":       func(d map[string]any) []string { return specQueue(d) },
 	"POST /v1/jobs/batch": func(d map[string]any) []string { return specsQueues(d["jobs"]) },
+	"POST /v1/outcomes": func(d map[string]any) []string { // the outcomes' queues and the claim's
+		var out []string
+		for _, o := range asList(d["outcomes"]) {
+			if m, ok := o.(map[string]any); ok {
+				if q, ok := m["queue"].(string); ok {
+					out = append(out, q)
+				}
+			}
+		}
+		if m, ok := d["claim"].(map[string]any); ok {
+			for _, q := range asList(m["queues"]) {
+				if q, ok := q.(string); ok {
+					out = append(out, q)
+				}
+			}
+		}
+		return out
+	},
 	"POST /v1/batches": func(d map[string]any) []string {
 		out := specsQueues(d["jobs"])
 		for _, k := range []string{"on_success", "on_complete"} {

@@ -321,7 +321,7 @@ func (s *Server) routes() []route {
 			Description: "The single-page app of web/, embedded in the binary. Its files and client routes (/jobs, /schedules…) are served without a key; index.html is revalidated on every load, hashed assets are cached for a year, and text files are sent brotli- or gzip-compressed when the browser accepts it.",
 			Status:      http.StatusOK, ContentType: "text/html",
 		}},
-	}, s.scheduleRoutes(), s.limitRoutes(), s.uniquenessRoutes(), s.workerRoutes(), s.durableRoutes(), s.logRoutes(), s.workflowRoutes(), s.batchRoutes(), s.auditRoutes(), s.signInRoutes())
+	}, s.scheduleRoutes(), s.limitRoutes(), s.uniquenessRoutes(), s.workerRoutes(), s.durableRoutes(), s.logRoutes(), s.outcomeRoutes(), s.workflowRoutes(), s.batchRoutes(), s.auditRoutes(), s.signInRoutes())
 }
 
 var releaseMode sync.Once

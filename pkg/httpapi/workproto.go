@@ -175,6 +175,16 @@ func (s *Server) claim(c *gin.Context, queues []string) {
 		fail(c, err)
 		return
 	}
+	if out, ok := s.claimJobs(c, req, queues); ok {
+		c.JSON(http.StatusOK, out)
+	}
+}
+
+// claimJobs claims up to req.Max jobs of queues for req's worker, waiting
+// up to req.WaitSeconds for one (a validated request). It reports false
+// when it answered the request itself (an error), or when the client left,
+// whose claimed jobs it gave back.
+func (s *Server) claimJobs(c *gin.Context, req claimRequest, queues []string) (claimResult, bool) {
 	ctx := c.Request.Context()
 	s.seeWorker(c, req.WorkerID, queues, req.Max, req.Types, true)
 	deadline := time.Now().Add(time.Duration(req.WaitSeconds * float64(time.Second)))
@@ -200,7 +210,7 @@ func (s *Server) claim(c *gin.Context, queues []string) {
 			if err != nil {
 				if len(out.Jobs) == 0 {
 					fail(c, err)
-					return
+					return out, false
 				}
 				break // answer with what was claimed: those leases are held
 			}
@@ -226,7 +236,7 @@ func (s *Server) claim(c *gin.Context, queues []string) {
 		}
 		t.Stop()
 		if ctx.Err() != nil {
-			return // the client left: nothing was claimed for it
+			return out, false // the client left: nothing was claimed for it
 		}
 		select {
 		case <-s.wake.closing:
@@ -238,9 +248,9 @@ func (s *Server) claim(c *gin.Context, queues []string) {
 		// The client left while its jobs were claimed: nobody will run
 		// them, and waiting for their leases would cost each an attempt.
 		s.giveBack(context.WithoutCancel(ctx), out.Jobs)
-		return
+		return out, false
 	}
-	c.JSON(http.StatusOK, out)
+	return out, true
 }
 
 // giveBack releases the leases of claimed jobs whose claim could not be
@@ -408,26 +418,16 @@ func (s *Server) heartbeat(c *gin.Context) {
 func (s *Server) completeJob(c *gin.Context) {
 	var req completeRequest
 	if s.bind(c, &req) {
-		s.report(c, queue.Outcome{ID: c.Param("id"), Token: req.Token, Kind: queue.OutcomeSucceeded, Result: req.Result, WorkerID: req.WorkerID})
+		s.report(c, req.outcome(c.Param("id")))
 	}
 }
 
 // failJob handles POST /v1/jobs/{id}/fail.
 func (s *Server) failJob(c *gin.Context) {
 	var req failRequest
-	if !s.bind(c, &req) {
-		return
+	if s.bind(c, &req) {
+		s.report(c, req.outcome(c.Param("id")))
 	}
-	o := queue.Outcome{ID: c.Param("id"), Token: req.Token, Kind: queue.OutcomeFailed, Error: req.Error, WorkerID: req.WorkerID}
-	switch {
-	case req.Cancel:
-		o.Kind = queue.OutcomeCancelled
-	case req.Retry != nil && !*req.Retry:
-		o.Kind = queue.OutcomeDead
-	case req.RetryInSeconds != nil:
-		o.Delay = max(secondsDuration(*req.RetryInSeconds), time.Millisecond)
-	}
-	s.report(c, o)
 }
 
 // snoozeJob handles POST /v1/jobs/{id}/snooze: the job runs again after
@@ -435,9 +435,33 @@ func (s *Server) failJob(c *gin.Context) {
 func (s *Server) snoozeJob(c *gin.Context) {
 	var req snoozeRequest
 	if s.bind(c, &req) {
-		s.report(c, queue.Outcome{ID: c.Param("id"), Token: req.Token, Kind: queue.OutcomeSnoozed, Error: req.Reason,
-			Delay: secondsDuration(req.DelaySeconds), WorkerID: req.WorkerID})
+		s.report(c, req.outcome(c.Param("id")))
 	}
+}
+
+// The outcome each report of job id is, for the engine: one mapping for
+// the per-job routes and POST /v1/outcomes.
+
+func (r *completeRequest) outcome(id string) queue.Outcome {
+	return queue.Outcome{ID: id, Token: r.Token, Kind: queue.OutcomeSucceeded, Result: r.Result, WorkerID: r.WorkerID}
+}
+
+func (r *failRequest) outcome(id string) queue.Outcome {
+	o := queue.Outcome{ID: id, Token: r.Token, Kind: queue.OutcomeFailed, Error: r.Error, WorkerID: r.WorkerID}
+	switch {
+	case r.Cancel:
+		o.Kind = queue.OutcomeCancelled
+	case r.Retry != nil && !*r.Retry:
+		o.Kind = queue.OutcomeDead
+	case r.RetryInSeconds != nil:
+		o.Delay = max(secondsDuration(*r.RetryInSeconds), time.Millisecond)
+	}
+	return o
+}
+
+func (r *snoozeRequest) outcome(id string) queue.Outcome {
+	return queue.Outcome{ID: id, Token: r.Token, Kind: queue.OutcomeSnoozed, Error: r.Reason,
+		Delay: secondsDuration(r.DelaySeconds), WorkerID: r.WorkerID}
 }
 
 // secondsDuration is d seconds as a Duration, to the millisecond.

@@ -690,6 +690,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/outcomes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Report many attempts' outcomes, then claim (HTTP worker, batched)
+         * @description Records up to 1,000 outcomes, each exactly one of complete, fail and snooze with the body its per-job route takes (its own lease token), grouped by queue into one script call each. Each is checked alone: results[i].state is the state the job reached, or stale when its lease was lost (nothing changed for it; the worker must drop it), as the per-job route's 409. With claim (POST /v1/claim's body, queues required), the answer also carries the jobs claimed after the outcomes: one round trip per batch. docs/workers.md, "Batched outcomes".
+         */
+        post: operations["reportOutcomes"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/queues": {
         parameters: {
             query?: never;
@@ -3475,6 +3495,62 @@ export interface operations {
             };
             400: components["responses"]["InvalidArgument"];
             401: components["responses"]["Unauthenticated"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    reportOutcomes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    claim?: components["schemas"]["ClaimRequest"];
+                    outcomes: {
+                        complete?: components["schemas"]["CompleteRequest"];
+                        fail?: components["schemas"]["FailRequest"];
+                        id: string;
+                        queue?: string;
+                        snooze?: {
+                            delay_seconds: number;
+                            reason?: string;
+                            token: string;
+                            worker_id?: string;
+                        };
+                    }[];
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        jobs: components["schemas"]["ClaimedJob"][];
+                        results: {
+                            id: string;
+                            state: string;
+                        }[];
+                    };
+                };
+            };
+            400: components["responses"]["InvalidArgument"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
