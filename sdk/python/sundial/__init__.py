@@ -1,5 +1,6 @@
 """Sundial's Python SDK: a client of the REST API and a worker that runs
-jobs over the HTTP worker protocol. Standard library only.
+jobs over the HTTP worker protocol. Standard library only; encryption
+(:class:`Keyring`) needs the ``cryptography`` package (``sundial-sdk[crypto]``).
 
     from sundial import Client, Worker
 
@@ -9,6 +10,7 @@ jobs over the HTTP worker protocol. Standard library only.
 """
 
 from .client import FINAL_STATES, JSON, Client, job_options
+from .encryption import EncryptionError, Keyring, MissingKey, is_encrypted
 from .errors import (
     ApiError,
     Conflict,
@@ -44,6 +46,7 @@ __all__ = [
     "Cancel",
     "Client",
     "Conflict",
+    "EncryptionError",
     "FINAL_STATES",
     "Handler",
     "InternalError",
@@ -51,7 +54,9 @@ __all__ = [
     "JSON",
     "JobContext",
     "JobLog",
+    "Keyring",
     "LeaseLost",
+    "MissingKey",
     "NondeterminismError",
     "NoRetry",
     "Parked",
@@ -70,5 +75,6 @@ __all__ = [
     "UnsupportedMediaType",
     "WaitTimeout",
     "Worker",
+    "is_encrypted",
     "job_options",
 ]

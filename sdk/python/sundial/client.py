@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union, cast
 
 from ._transport import Query, Transport
+from .encryption import Keyring, seal_spec
 from .errors import WaitTimeout
 
 JSON = Dict[str, Any]
@@ -55,6 +56,11 @@ class Client:
         max_retries: tries after a 429 or 503 (waiting ``Retry-After`` when
             the API sends it) and, for calls safe to repeat, after a broken
             connection.
+        keyring: a :class:`sundial.Keyring`: every payload submitted is
+            encrypted under its primary key (batch callbacks' payloads stay
+            in the clear: the API adds the batch id to them), and
+            :meth:`decrypt` reads encrypted jobs (docs/payloads.md,
+            "Encryption"). Needs the ``cryptography`` package.
 
     Every error answer raises a subclass of :class:`sundial.ApiError`.
     """
@@ -67,7 +73,9 @@ class Client:
         max_retries: int = 4,
         backoff: float = 0.2,
         max_backoff: float = 30.0,
+        keyring: Optional[Keyring] = None,
     ) -> None:
+        self.keyring = keyring
         self.transport = Transport(
             url or os.environ.get("SUNDIAL_URL") or DEFAULT_URL,
             api_key if api_key is not None else os.environ.get("SUNDIAL_API_KEY"),
@@ -132,7 +140,7 @@ class Client:
         fields = dict(fields, **job_options(start_by=start_by, expires_in_seconds=expires_in_seconds,
                                             deadline=deadline, deadline_in_seconds=deadline_in_seconds,
                                             debounce=debounce, sequence=sequence, tags=tags))
-        spec = self._spec(type, payload, queue, idempotency_key, fields)
+        spec = seal_spec(self.keyring, self._spec(type, payload, queue, idempotency_key, fields))
         return self._json("POST", "/v1/jobs", spec, idempotent=idempotency_key is not None)
 
     def submit_many(self, jobs: Sequence[Mapping[str, Any]]) -> List[JSON]:
@@ -140,7 +148,7 @@ class Client:
         queue) at once, all or nothing; ``"#n"`` in ``depends_on`` names job
         n of the batch. Returns the jobs in order (a duplicate idempotency
         key answers the earlier job in its place)."""
-        specs = [dict(j) for j in jobs]
+        specs = [seal_spec(self.keyring, j) for j in jobs]
         safe = all(s.get("idempotency_key") for s in specs)
         return cast(List[JSON], self._json("POST", "/v1/jobs/batch", {"jobs": specs}, idempotent=safe)["jobs"])
 
@@ -153,7 +161,8 @@ class Client:
         ``id`` it is safe to repeat (each step's idempotency key is
         ``wf:<id>:<name>``: a repeat stores only what is missing), so it is
         then also sent again after a broken connection."""
-        body: Dict[str, Any] = {"steps": [dict(s) for s in steps]}
+        body: Dict[str, Any] = {"steps": [dict(s, job=seal_spec(self.keyring, s["job"])) if "job" in s else dict(s)
+                                          for s in steps]}
         if id is not None:
             body["id"] = id
         return self._json("POST", "/v1/workflows", body, idempotent=id is not None)
@@ -169,7 +178,7 @@ class Client:
         (``on_complete``); their payload (a dict or none) gets ``"batch"``,
         the batch's id. Sealed unless ``open``. Returns ``{"batch", "job_ids"}``;
         409 :class:`Conflict` when a batch of that id exists."""
-        body: Dict[str, Any] = {"jobs": [dict(j) for j in jobs]}
+        body: Dict[str, Any] = {"jobs": [seal_spec(self.keyring, j) for j in jobs]}
         if id is not None:
             body["id"] = id
         if on_success is not None:
@@ -183,7 +192,7 @@ class Client:
     def add_to_batch(self, batch_id: str, jobs: Sequence[Mapping[str, Any]], seal: bool = False) -> JSON:
         """Adds jobs to an open batch, and seals it with ``seal`` (409 once
         sealed). Returns ``{"batch", "job_ids"}``."""
-        body: Dict[str, Any] = {"jobs": [dict(j) for j in jobs]}
+        body: Dict[str, Any] = {"jobs": [seal_spec(self.keyring, j) for j in jobs]}
         if seal:
             body["seal"] = True
         return self._json("POST", f"/v1/batches/{_seg(batch_id)}/jobs", body)
@@ -218,6 +227,15 @@ class Client:
         """Queues the batch's dead and cancelled members again; returns how
         many."""
         return cast(int, self._json("POST", f"/v1/batches/{_seg(batch_id)}/retry", idempotent=True)["retried"])
+
+    def decrypt(self, job: Mapping[str, Any]) -> JSON:
+        """A copy of ``job`` (as :meth:`get` or :meth:`wait` return it) with
+        its encrypted payload, result and last error decrypted with the
+        client's keyring (docs/payloads.md, "Encryption"). Raises
+        :class:`sundial.MissingKey` naming a key id the keyring lacks."""
+        if self.keyring is None:
+            raise ValueError("this client has no keyring (Client(keyring=Keyring.from_env()))")
+        return self.keyring.decrypt_job(job)
 
     def get(self, job_id: str) -> JSON:
         """The job as it is now (404 :class:`NotFound` when unknown)."""

@@ -18,6 +18,7 @@ from ._transport import ConnectionSlot, Transport
 from .client import DEFAULT_URL, JSON
 from .durable import Durable, wake_time
 from .joblog import JobLog
+from .encryption import ERROR, PAYLOAD, RESULT, EncryptionError, Keyring, MissingKey, is_encrypted, key_id
 from .errors import (ApiError, Cancel, Conflict, InvalidArgument, LeaseLost, NoRetry, Parked, RetryAfter, Snooze,
                      SundialError, TransportError)
 
@@ -254,6 +255,14 @@ class Worker:
             signalled and given back with ``POST /v1/jobs/{id}/release`` once
             their handlers returned, or after the lease margin (see :meth:`run`).
         timeout: seconds to wait for one answer of the API.
+        keyring: a :class:`sundial.Keyring` (``Keyring.from_env()``): an
+            encrypted payload is decrypted before the handler sees it, and
+            that job's result and error text are encrypted under the
+            primary key (docs/payloads.md, "Encryption"). A job whose payload
+            is encrypted under a key the keyring lacks (or any key, without a
+            keyring), or that does not decrypt, fails for good.
+        clear_results, clear_errors: leave an encrypted job's result, or
+            its error text, in the clear.
     """
 
     def __init__(
@@ -267,6 +276,9 @@ class Worker:
         wait_seconds: float = 20.0,
         shutdown_timeout: float = 30.0,
         timeout: float = 30.0,
+        keyring: Optional[Keyring] = None,
+        clear_results: bool = False,
+        clear_errors: bool = False,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -277,6 +289,9 @@ class Worker:
         self.worker_id = worker_id or os.environ.get("SUNDIAL_WORKER_ID") or _default_worker_id()
         self.wait_seconds = wait_seconds
         self.shutdown_timeout = shutdown_timeout
+        self.keyring = keyring
+        self.clear_results = clear_results
+        self.clear_errors = clear_errors
         self.transport = Transport(
             url or os.environ.get("SUNDIAL_URL") or DEFAULT_URL,
             api_key if api_key is not None else os.environ.get("SUNDIAL_API_KEY"),
@@ -540,9 +555,14 @@ class Worker:
             outcome: Optional[Dict[str, Any]] = None
             kind = "complete"
             raised: Optional[Parked] = None
+            opened = False  # the payload was encrypted and is now decrypted: seal what goes back
             try:
                 if handler is None:
                     raise NoRetry(f"no handler for job type {ctx.type!r} on worker {self.worker_id}")
+                if is_encrypted(ctx.payload):
+                    ctx.payload = self._open_payload(ctx.payload)
+                    ctx.job = dict(ctx.job, payload=ctx.payload)
+                    opened = True
                 result = handler(ctx)
                 json.dumps(result)  # a result that is not JSON fails the attempt here
                 outcome = {"result": result}
@@ -571,6 +591,8 @@ class Worker:
                 kind, outcome = "park", {"delay_seconds": parked.delay_seconds}
                 if parked.signal:
                     outcome["signal"] = parked.signal
+            if opened and outcome is not None:
+                self._seal(outcome)
             # The attempt's last log lines go before its outcome: once the
             # outcome landed, the attempt's token no longer takes them.
             ctx.log.close(send=not (att.expired() or att.abandoned))
@@ -587,6 +609,28 @@ class Worker:
                 if self._running.get(ctx.id) is att:
                     del self._running[ctx.id]
                 self._cond.notify_all()
+
+    def _open_payload(self, payload: Any) -> Any:
+        """The plaintext of an encrypted payload; a key the keyring lacks, or
+        a payload that does not decrypt, fails the job for good."""
+        try:
+            if self.keyring is None:
+                raise MissingKey(PAYLOAD, key_id(payload) or "")
+            return self.keyring.open(PAYLOAD, payload)
+        except MissingKey as exc:
+            raise NoRetry(f'payload encrypted with key "{exc.key_id}", which this worker\'s keyring lacks') from None
+        except EncryptionError as exc:
+            raise NoRetry(str(exc)) from None
+
+    def _seal(self, outcome: Dict[str, Any]) -> None:
+        """Encrypts an encrypted job's result and error text (unless
+        ``clear_results``/``clear_errors``) under the keyring's primary key."""
+        assert self.keyring is not None
+        if outcome.get("result") is not None and not self.clear_results:
+            outcome["result"] = self.keyring.seal(RESULT, outcome["result"])
+        for field in ("error", "reason"):
+            if outcome.get(field) and not self.clear_errors:
+                outcome[field] = self.keyring.seal_text(ERROR, outcome[field])
 
     def _report(self, att: _Attempt, kind: str, body: JSON) -> None:
         """Sends the outcome (complete or fail), again after a broken
