@@ -1,5 +1,6 @@
 // The client: jobs, queues, schedules and limits over the REST API
 // (docs/api.md).
+import { type Keyring, sealSpec } from './encryption.js';
 import { WaitTimeoutError } from './errors.js';
 import { sleep, Transport, type TransportOptions } from './transport.js';
 import {
@@ -72,14 +73,33 @@ export type QueueJobsQuery = NonNullable<operations['listQueueJobs']['parameters
 
 const seg = (s: string): string => encodeURIComponent(s);
 
+/** A Client's options: the transport's, and a keyring that encrypts every
+ * payload submitted (batch callbacks' payloads stay in the clear: the API
+ * adds the batch id to them). */
+export interface ClientOptions extends TransportOptions {
+  keyring?: Keyring;
+}
+
 /** A client of the Sundial API. Every error answer rejects with a subclass
  * of ApiError (status, code, field, requestId); 429 and 503 are retried
  * with backoff first, honouring Retry-After. */
 export class Client {
   readonly transport: Transport;
+  /** Encrypts every payload submitted; decrypt() reads encrypted jobs. */
+  readonly keyring: Keyring | undefined;
 
-  constructor(opts: TransportOptions = {}) {
+  constructor(opts: ClientOptions = {}) {
     this.transport = new Transport(opts);
+    this.keyring = opts.keyring;
+  }
+
+  /** A copy of a job (as get() or wait() resolve it) with its encrypted
+   * payload, result and last error decrypted with the client's keyring
+   * (docs/payloads.md, "Encryption"). MissingKeyError names a key id the
+   * keyring lacks. */
+  decrypt<J extends { payload?: unknown; result?: unknown; last_error?: unknown }>(job: J): J {
+    if (!this.keyring) throw new TypeError('this client has no keyring (new Client({ keyring: Keyring.fromEnv() }))');
+    return this.keyring.decryptJob(job);
   }
 
   get url(): string {
@@ -105,14 +125,14 @@ export class Client {
    * search. */
   async submit(spec: JobSpec, opts: CallOptions = {}): Promise<Job> {
     const idempotent = Boolean(spec.idempotency_key);
-    return (await this.transport.request<Job>('POST', '/v1/jobs', { body: spec, idempotent, ...opts })).body;
+    return (await this.transport.request<Job>('POST', '/v1/jobs', { body: sealSpec(this.keyring, spec), idempotent, ...opts })).body;
   }
 
   /** Submits up to 1000 jobs of one queue at once, all or nothing; "#n" in
    * depends_on names job n of the batch. Resolves with the jobs in order. */
   async submitBatch(specs: readonly JobSpec[], opts: CallOptions = {}): Promise<Job[]> {
     const idempotent = specs.every((s) => Boolean(s.idempotency_key));
-    const res = await this.transport.request<{ jobs: Job[] }>('POST', '/v1/jobs/batch', { body: { jobs: specs }, idempotent, ...opts });
+    const res = await this.transport.request<{ jobs: Job[] }>('POST', '/v1/jobs/batch', { body: { jobs: specs.map((s) => sealSpec(this.keyring, s)) }, idempotent, ...opts });
     return res.body.jobs;
   }
 
@@ -125,7 +145,8 @@ export class Client {
    * broken connection. */
   async submitWorkflow(workflow: WorkflowRequest, opts: CallOptions = {}): Promise<Workflow> {
     const idempotent = Boolean(workflow.id);
-    return (await this.transport.request<Workflow>('POST', '/v1/workflows', { body: workflow, idempotent, ...opts })).body;
+    const body = { ...workflow, steps: workflow.steps.map((st) => ({ ...st, job: sealSpec(this.keyring, st.job) })) };
+    return (await this.transport.request<Workflow>('POST', '/v1/workflows', { body, idempotent, ...opts })).body;
   }
 
   // Batches (docs/workflows.md, "Batches")
@@ -136,12 +157,14 @@ export class Client {
    * payload (an object or none) gets "batch", the batch's id. Sealed unless
    * open. ConflictError when a batch of that id exists. */
   async createBatch(batch: BatchCreateRequest, opts: CallOptions = {}): Promise<BatchSubmitted> {
-    return (await this.transport.request<BatchSubmitted>('POST', '/v1/batches', { body: batch, ...opts })).body;
+    const body = batch.jobs ? { ...batch, jobs: batch.jobs.map((j) => sealSpec(this.keyring, j)) } : batch;
+    return (await this.transport.request<BatchSubmitted>('POST', '/v1/batches', { body, ...opts })).body;
   }
 
   /** Adds jobs to an open batch, and seals it with seal (ConflictError once sealed). */
   async addToBatch(id: string, jobs: JobSpec[], seal = false, opts: CallOptions = {}): Promise<BatchSubmitted> {
-    const body = seal ? { jobs, seal } : { jobs };
+    const sealed = jobs.map((j) => sealSpec(this.keyring, j));
+    const body = seal ? { jobs: sealed, seal } : { jobs: sealed };
     return (await this.transport.request<BatchSubmitted>('POST', `/v1/batches/${seg(id)}/jobs`, { body, ...opts })).body;
   }
 

@@ -3,6 +3,7 @@
 // their TTL, progress, fencing tokens, and a graceful shutdown.
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
+import { isEncrypted, keyIdOf, type Keyring, MissingKeyError } from './encryption.js';
 import { Durable, type StepOptions, type WaitSignalOptions } from './durable.js';
 import { ApiError, Cancel, ConflictError, InvalidArgumentError, LeaseLostError, NoRetry, Parked, RetryAfter, Snooze, TransportError } from './errors.js';
 import { JobLog, type JobLogger } from './joblog.js';
@@ -108,6 +109,16 @@ export interface WorkerOptions extends TransportOptions {
   /** Stop on SIGTERM and SIGINT (default true). */
   handleSignals?: boolean;
   logger?: Logger;
+  /** Decrypts encrypted payloads before the handler sees them (ctx.payload
+   * and ctx.job), and encrypts those jobs' results and error text under
+   * its primary key (docs/payloads.md, "Encryption"). A job whose payload
+   * is encrypted under a key it lacks (or any key, without a keyring), or
+   * that does not decrypt, fails for good. */
+  keyring?: Keyring;
+  /** Leave an encrypted job's result in the clear. */
+  clearResults?: boolean;
+  /** Leave an encrypted job's error text in the clear. */
+  clearErrors?: boolean;
 }
 
 const MAX_ERROR_BYTES = 64 << 10;
@@ -308,6 +319,9 @@ export class Worker {
   readonly workerId: string;
   readonly waitSeconds: number;
   readonly shutdownTimeoutMs: number;
+  readonly keyring: Keyring | undefined;
+  readonly clearResults: boolean;
+  readonly clearErrors: boolean;
   readonly transport: Transport;
   private readonly handleSignals: boolean;
   private readonly log: Logger;
@@ -328,6 +342,9 @@ export class Worker {
     this.workerId = opts.workerId ?? (process.env.SUNDIAL_WORKER_ID || defaultWorkerId());
     this.waitSeconds = opts.waitSeconds ?? 20;
     this.shutdownTimeoutMs = opts.shutdownTimeoutMs ?? 30_000;
+    this.keyring = opts.keyring;
+    this.clearResults = opts.clearResults ?? false;
+    this.clearErrors = opts.clearErrors ?? false;
     this.handleSignals = opts.handleSignals ?? true;
     this.log = opts.logger ?? consoleLogger;
     this.transport = new Transport(opts);
@@ -547,9 +564,15 @@ export class Worker {
       let kind: Outcome | undefined;
       let body: Record<string, unknown> = {};
       let thrown: Parked | undefined;
+      let opened = false; // the payload was encrypted and is now decrypted: seal what goes back
       try {
         const handler = this.handlers.get(ctx.type);
         if (!handler) throw new NoRetry(`no handler for job type ${ctx.type} on worker ${this.workerId}`);
+        if (isEncrypted(ctx.payload)) {
+          const payload = this.openPayload(ctx.payload);
+          Object.assign(ctx, { payload, job: { ...ctx.job, payload } });
+          opened = true;
+        }
         const result = await handler(ctx as JobContext<never>);
         JSON.stringify(result); // a result that is not JSON (a cycle, a BigInt) fails the attempt here
         kind = 'complete';
@@ -566,6 +589,7 @@ export class Worker {
         kind = 'park';
         body = parked.signal ? { delay_seconds: parked.delaySeconds, signal: parked.signal } : { delay_seconds: parked.delaySeconds };
       }
+      if (opened && kind) body = this.seal(body);
       // The attempt's last log lines go before its outcome: once the outcome
       // landed, the attempt's token no longer takes them.
       await att.logs.close(!(att.expired() || att.abandoned));
@@ -581,6 +605,29 @@ export class Worker {
       if (this.attempts.get(ctx.id) === att) this.attempts.delete(ctx.id);
       this.wakeClaimer();
     }
+  }
+
+  /** The plaintext of an encrypted payload; a key the keyring lacks, or a
+   * payload that does not decrypt, fails the job for good. */
+  private openPayload(payload: unknown): unknown {
+    try {
+      if (!this.keyring) throw new MissingKeyError('payload', keyIdOf(payload) ?? '');
+      return this.keyring.open('payload', payload);
+    } catch (err) {
+      if (err instanceof MissingKeyError) throw new NoRetry(`payload encrypted with key "${err.keyId}", which this worker's keyring lacks`);
+      throw new NoRetry((err as Error).message);
+    }
+  }
+
+  /** An encrypted job's outcome with its result and error text sealed. */
+  private seal(body: Record<string, unknown>): Record<string, unknown> {
+    const kr = this.keyring!;
+    const out = { ...body };
+    if (out.result !== undefined && out.result !== null && !this.clearResults) out.result = kr.seal('result', out.result);
+    for (const f of ['error', 'reason']) {
+      if (typeof out[f] === 'string' && out[f] && !this.clearErrors) out[f] = kr.sealText('error', out[f] as string);
+    }
+    return out;
   }
 
   /** Sends the outcome, again after a broken connection or a 429/5xx, while

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Client, Worker, type Logger, type TransportOptions } from '../src/index.js';
+import { Client, Worker, type ClientOptions, type Logger } from '../src/index.js';
 
 export const URL_ = process.env.SUNDIAL_URL ?? '';
 export const API_KEY = process.env.SUNDIAL_API_KEY || undefined;
@@ -17,7 +17,7 @@ export const LONG_LEASE_URL = process.env.SUNDIAL_LONG_LEASE_URL ?? '';
 /** Set when no such API is configured: node:test's skip option takes it. */
 export const noLongLeaseApi = LONG_LEASE_URL ? false : 'SUNDIAL_LONG_LEASE_URL is not set: this test needs an API with 5 s leases (make test-sdk starts one)';
 
-export function client(opts: TransportOptions = {}): Client {
+export function client(opts: ClientOptions = {}): Client {
   return new Client({ url: URL_, ...(API_KEY ? { apiKey: API_KEY } : {}), ...opts });
 }
 
