@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/pkg/job"
 	"github.com/sundialhq/sundial/pkg/queue"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -62,7 +63,7 @@ func (s *Store) insertLogs(ctx context.Context, groups []*jobGroup) error {
 	var docs []any
 	for _, g := range groups {
 		for _, l := range g.logLines {
-			docs = append(docs, logDoc{ID: fmt.Sprintf("%s:%012d", g.id, l.Seq), JobID: g.id, Seq: l.Seq, At: l.At,
+			docs = append(docs, logDoc{ID: fmt.Sprintf("%s:%012d", g.id, l.Seq), JobID: g.id, Seq: l.Seq, At: time.Time(l.At),
 				Attempt: l.Attempt, Level: l.Level, Message: l.Message, Fields: l.Fields})
 		}
 	}
@@ -94,7 +95,7 @@ func (s *Store) Logs(ctx context.Context, jobID string, after int64, limit int) 
 	}
 	out := make([]queue.LogLine, len(docs))
 	for i, d := range docs {
-		out[i] = queue.LogLine{Seq: d.Seq, At: d.At.UTC(), Attempt: d.Attempt, Level: d.Level, Message: d.Message, Fields: d.Fields}
+		out[i] = queue.LogLine{Seq: d.Seq, At: job.Time(d.At.UTC()), Attempt: d.Attempt, Level: d.Level, Message: d.Message, Fields: d.Fields}
 	}
 	return out, nil
 }

@@ -129,8 +129,10 @@ func TestRedisUsageCached(t *testing.T) {
 	if v := one("sundial_redis_cpu_seconds_total"); v <= 0 {
 		t.Errorf("CPU seconds %v, want > 0", v)
 	}
-	if v := one("sundial_redis_memory_used_bytes"); v < 1<<20 {
-		t.Errorf("used memory %v bytes, want a Redis' megabyte or more", v)
+	// An empty redis-server uses about a megabyte (0.94–1.1 MB seen,
+	// by version and allocator): more than 256 KiB says INFO was read.
+	if v := one("sundial_redis_memory_used_bytes"); v < 256<<10 {
+		t.Errorf("used memory %v bytes, want what a running Redis uses (256 KiB or more)", v)
 	}
 	first := one("sundial_redis_commands_processed_total")
 	if first <= 0 {

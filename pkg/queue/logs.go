@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sundialhq/sundial/pkg/job"
 )
 
 // Job logs (docs/concepts.md, "Job logs"): what a running attempt's
@@ -33,7 +33,7 @@ var LogLevels = []string{"debug", "info", "warn", "error"}
 type LogLine struct {
 	// Seq numbers the job's lines from 1, over all its attempts.
 	Seq     int64             `json:"seq"`
-	At      time.Time         `json:"at"`
+	At      job.Time          `json:"at"`
 	Attempt int               `json:"attempt"`
 	Level   string            `json:"level"`
 	Message string            `json:"message"`
@@ -147,5 +147,5 @@ func ParseLogLine(raw string) (LogLine, bool) {
 	if err1 != nil || err2 != nil || err3 != nil || json.Unmarshal([]byte(parts[3]), &e) != nil {
 		return l, false
 	}
-	return LogLine{Seq: seq, At: msTime(at), Attempt: attempt, Level: e.Level, Message: e.Message, Fields: e.Fields}, true
+	return LogLine{Seq: seq, At: job.Time(msTime(at)), Attempt: attempt, Level: e.Level, Message: e.Message, Fields: e.Fields}, true
 }
