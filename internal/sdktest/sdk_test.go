@@ -48,18 +48,7 @@ func startStacks(t *testing.T, longLease bool) (string, string) {
 	t.Helper()
 	srv := queuetest.Start(t)
 	addr := proctest.FreeAddr(t)
-	env := []string{
-		"SUNDIAL_REDIS_URL=" + srv.URL(),
-		"SUNDIAL_LOG_LEVEL=warn",
-		"SUNDIAL_LEASE_TTL=1s",
-		"SUNDIAL_LEASE_GRACE=200ms",
-		"SUNDIAL_HEARTBEAT_INTERVAL=200ms",
-		"SUNDIAL_METRICS_ADDR=127.0.0.1:0",
-		"SUNDIAL_HISTORY=off",
-		"SUNDIAL_HTTP_ADDR=" + addr,
-		"SUNDIAL_API_KEYS=" + adminKey,
-		"SUNDIAL_RATE_LIMIT=0",
-	}
+	env := stackEnv(srv, addr)
 	proctest.Start(t, proctest.Binary(t, "api"), env...)
 	proctest.Start(t, proctest.Binary(t, "poller"), env...)
 	base := "http://" + addr
@@ -73,6 +62,23 @@ func startStacks(t *testing.T, longLease bool) (string, string) {
 	longBase := "http://" + longAddr
 	queuetest.Eventually(t, 30*time.Second, "the API with 5 s leases", func() bool { return proctest.Ready(http.DefaultClient, longBase) })
 	return base, longBase
+}
+
+// stackEnv is the environment of the test stack's API and poller over
+// srv, the API listening on addr.
+func stackEnv(srv *queuetest.Server, addr string) []string {
+	return []string{
+		"SUNDIAL_REDIS_URL=" + srv.URL(),
+		"SUNDIAL_LOG_LEVEL=warn",
+		"SUNDIAL_LEASE_TTL=1s",
+		"SUNDIAL_LEASE_GRACE=200ms",
+		"SUNDIAL_HEARTBEAT_INTERVAL=200ms",
+		"SUNDIAL_METRICS_ADDR=127.0.0.1:0",
+		"SUNDIAL_HISTORY=off",
+		"SUNDIAL_HTTP_ADDR=" + addr,
+		"SUNDIAL_API_KEYS=" + adminKey,
+		"SUNDIAL_RATE_LIMIT=0",
+	}
 }
 
 // run runs a command of a suite, its output in the test's log, and fails
