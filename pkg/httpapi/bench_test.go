@@ -77,6 +77,22 @@ func BenchmarkSubmitHTTP(b *testing.B) {
 	})
 }
 
+// BenchmarkSubmitHTTPRateLimited is BenchmarkSubmitHTTP with the rate
+// limiter on, as the API runs by default (a budget never reached).
+func BenchmarkSubmitHTTPRateLimited(b *testing.B) {
+	a := startOn(b, queuetest.Start(b), func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		c.RateLimit = "100000000-M"
+	})
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			benchPost(b, a, "/v1/jobs", benchSpec)
+		}
+	})
+}
+
 // BenchmarkSubmitBatchHTTP measures POST /v1/jobs/batch of 1000 jobs end
 // to end over loopback, one request at a time (client and server in this
 // process, Redis in its own, without AOF): the wall time a single producer

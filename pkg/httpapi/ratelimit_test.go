@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,7 +109,58 @@ func TestRateLimitPerIPWhenOpen(t *testing.T) {
 	a.do("GET", "/v1/workers", nil).decode(t, http.StatusOK, nil)
 	a.do("GET", "/v1/queues", nil).wantError(t, http.StatusTooManyRequests, codeRateLimited, "")
 	keys, _ := a.redis.Client().Keys(context.Background(), rateLimitPrefix+":ip:*").Result()
-	if len(keys) != 1 || !strings.HasSuffix(keys[0], "127.0.0.1") {
+	if len(keys) != 1 || !strings.HasPrefix(keys[0], rateLimitPrefix+":ip:127.0.0.1:") { // :<window>
 		t.Fatalf("%v", keys)
 	}
+}
+
+// Three API processes' limiters over one Redis, 1,000 a minute, 1,500
+// requests at once: never more than 1,000 pass, at most a chunk per
+// process is left unspent, and most requests cost no Redis call.
+func TestRateLimitReservesInChunks(t *testing.T) {
+	t.Parallel()
+	srv := queuetest.Start(t)
+	var lims []*rateLimiter
+	for range 3 {
+		l, err := newRateLimiter(srv.Client(), "1000-M", discardLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		lims = append(lims, l)
+	}
+	ctx := context.Background()
+	before, _ := srv.Client().Info(ctx, "commandstats").Result()
+	var passed atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 1500 {
+		wg.Go(func() {
+			ok, _, _, err := lims[i%3].take(ctx, "key:k")
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				passed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	chunk := rateChunk(1000)
+	if n := passed.Load(); n > 1000 || n < 1000-3*chunk {
+		t.Fatalf("%d requests passed a limit of 1000 (chunk %d, 3 processes)", n, chunk)
+	}
+	after, _ := srv.Client().Info(ctx, "commandstats").Result()
+	if calls := incrbyCalls(after) - incrbyCalls(before); calls > 1500/5 {
+		t.Fatalf("%d INCRBY calls for 1,500 requests", calls)
+	}
+}
+
+// incrbyCalls reads INCRBY's call count from INFO commandstats.
+func incrbyCalls(info string) int {
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_incrby:calls="); ok {
+			n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+			return n
+		}
+	}
+	return 0
 }
