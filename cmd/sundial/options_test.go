@@ -49,7 +49,7 @@ func TestJobsSubmitOptions(t *testing.T) {
 	// Debounce: the second submit of the key lands in the first's job.
 	r = s.cli(t, "", []string{"jobs", "submit", "--type", "index", "--queue", "opts", "--payload", `{"n":1}`, "--debounce", "user-7", "--debounce-window", "30"}).want(t, exitOK, "submitted job")
 	pending := submitted(t, r)
-	r = s.cli(t, "", []string{"jobs", "submit", "--type", "index", "--queue", "opts", "--payload", `{"n":2}`, "--debounce", "user-7", "--debounce-window", "30"}).
+	s.cli(t, "", []string{"jobs", "submit", "--type", "index", "--queue", "opts", "--payload", `{"n":2}`, "--debounce", "user-7", "--debounce-window", "30"}).
 		want(t, exitOK, "debounced into pending job "+pending, "Debounce key:", "user-7", `{"n":2}`)
 	s.cli(t, "", args("jobs submit --type t --debounce-window 5")).want(t, exitUsage, "--debounce KEY")
 	s.cli(t, "", args("jobs submit --type t --sequence-on-failure cancel")).want(t, exitUsage, "--sequence KEY")
