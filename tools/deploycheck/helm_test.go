@@ -161,7 +161,8 @@ var chartCases = []chartCase{
 		}},
 	{name: "everything on", values: "full-values.yaml", redisMode: "standalone", history: true,
 		external: map[string]map[string]string{
-			"sundial-oidc": {"oidc-client-secret": "client-secret", "session-secret": "session-secret-0123456789"},
+			"sundial-oidc":    {"oidc-client-secret": "client-secret", "session-secret": "session-secret-0123456789"},
+			"sundial-keyring": {"keyring": "k1:" + strings.Repeat("A", 43) + "=,k2:" + strings.Repeat("B", 43) + "="},
 		}},
 	{name: "history off", values: "history-off-values.yaml", redisMode: "standalone", history: false},
 }
@@ -484,6 +485,8 @@ func TestHelmRefuses(t *testing.T) {
 		{"open API and keys at once", []string{"apiKeys.allowOpen=true", "apiKeys.keys={k1}"}, "choose one"},
 		{"history without MongoDB", []string{"mongodb.uri="}, "mongodb.uri"},
 		{"not a MongoDB URI", []string{"mongodb.uri=postgres://x"}, "uri"},
+		{"keyring primary without the keyring", []string{"encryption.primary=k2"}, "encryption.existingSecret"},
+		{"invalid keyring primary", []string{"encryption.existingSecret=s", "encryption.primary=k 2"}, "primary"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := []string{"template", "sundial", chart, "--kube-version", kubeVersion}
@@ -599,6 +602,7 @@ var managedVars = []string{
 	"SUNDIAL_METRICS_ADDR", "SUNDIAL_API_KEYS", "SUNDIAL_SHUTDOWN_TIMEOUT", "SUNDIAL_WORKER_ID",
 	"SUNDIAL_OIDC_ISSUER", "SUNDIAL_OIDC_CLIENT_ID", "SUNDIAL_OIDC_REDIRECT_URL", "SUNDIAL_OIDC_ROLES_CLAIM",
 	"SUNDIAL_OIDC_ROLES", "SUNDIAL_OIDC_CLIENT_SECRET", "SUNDIAL_SESSION_SECRET",
+	"SUNDIAL_KEYRING", "SUNDIAL_KEYRING_PRIMARY",
 }
 
 func TestHelmSchemaKnowsEveryVariable(t *testing.T) {

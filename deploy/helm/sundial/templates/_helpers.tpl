@@ -196,6 +196,21 @@ last, in name order.
   valueFrom:
     fieldRef:
       fieldPath: metadata.name
+{{- with $v.encryption }}
+{{- if .existingSecret }}
+- name: SUNDIAL_KEYRING
+  valueFrom:
+    secretKeyRef:
+      name: {{ .existingSecret }}
+      key: {{ .keyringKey }}
+{{- if .primary }}
+- name: SUNDIAL_KEYRING_PRIMARY
+  value: {{ .primary | quote }}
+{{- end }}
+{{- else if .primary }}
+{{- fail "encryption.primary is set: encryption.existingSecret must name the Secret that holds the keyring" }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- range $name, $value := merge (deepCopy ($c.config | default dict)) $v.config }}
 - name: {{ $name }}
