@@ -630,7 +630,13 @@ class Worker:
             outcome["result"] = self.keyring.seal(RESULT, outcome["result"])
         for field in ("error", "reason"):
             if outcome.get(field) and not self.clear_errors:
-                outcome[field] = self.keyring.seal_text(ERROR, outcome[field])
+                # The API takes at most MAX_ERROR_BYTES: cut the text until its sealed form fits.
+                text = outcome[field]
+                sealed = self.keyring.seal_text(ERROR, text)
+                while len(sealed) > MAX_ERROR_BYTES:
+                    text = text[: len(text) // 2] + "..."
+                    sealed = self.keyring.seal_text(ERROR, text)
+                outcome[field] = sealed
 
     def _report(self, att: _Attempt, kind: str, body: JSON) -> None:
         """Sends the outcome (complete or fail), again after a broken

@@ -198,6 +198,22 @@ class EncryptedJobsTest(unittest.TestCase):
         self.assertEqual((j2["state"], j2["attempt"], calls), ("dead", 1, []))
         self.assertEqual(j2["last_error"], 'payload encrypted with key "k2", which this worker\'s keyring lacks')
 
+    def test_long_error_text_is_cut_to_fit_sealed(self) -> None:
+        q, m = queue_name("enc-long"), marker()
+        j = self.c.submit("check", {"ssn": m}, queue=q, max_attempts=1)
+
+        def long_failure(ctx: JobContext) -> None:
+            raise sundial.NoRetry(m + "x" * 60_000)
+
+        w = self.worker(q, keyring=self.ring)
+        w.handle("check", long_failure)
+        with running(w):
+            j = self.plain.wait(j["id"], timeout=30)
+        self.assertEqual(j["state"], "dead")
+        self.assertLessEqual(len(j["last_error"]), 64 << 10)
+        text = self.c.decrypt(j)["last_error"]
+        self.assertTrue(text.startswith(m + "xxx") and text.endswith("..."), text[:40])
+
     def test_tampered_payload_fails_for_good(self) -> None:
         q = queue_name("enc-tamper")
         v = self.ring.seal("payload", {"ssn": marker()})

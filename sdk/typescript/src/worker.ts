@@ -625,7 +625,15 @@ export class Worker {
     const out = { ...body };
     if (out.result !== undefined && out.result !== null && !this.clearResults) out.result = kr.seal('result', out.result);
     for (const f of ['error', 'reason']) {
-      if (typeof out[f] === 'string' && out[f] && !this.clearErrors) out[f] = kr.sealText('error', out[f] as string);
+      if (typeof out[f] !== 'string' || !out[f] || this.clearErrors) continue;
+      // The API takes at most MAX_ERROR_BYTES: cut the text until its sealed form fits.
+      let text = out[f] as string;
+      let sealed = kr.sealText('error', text);
+      while (sealed.length > MAX_ERROR_BYTES) {
+        text = `${text.slice(0, Math.floor(text.length / 2))}...`;
+        sealed = kr.sealText('error', text);
+      }
+      out[f] = sealed;
     }
     return out;
   }

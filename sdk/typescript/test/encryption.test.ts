@@ -140,6 +140,20 @@ describe('encrypted jobs against the API', { skip: noApi }, () => {
     assert.equal(d2.last_error, 'payload encrypted with key "k2", which this worker\'s keyring lacks');
   });
 
+  test('a long error text is cut to fit once sealed', async () => {
+    const [q, m] = [queueName('enc-long'), marker()];
+    const j = await c.submit({ queue: q, type: 'check', payload: { ssn: m }, max_attempts: 1 });
+    const w = worker(q, { keyring: ring });
+    w.handle('check', async () => {
+      throw new NoRetry(m + 'x'.repeat(60_000));
+    });
+    const d = await running(w, () => plain.wait(j.id, { timeoutMs: 30_000 }));
+    assert.equal(d.state, 'dead');
+    assert.ok((d.last_error ?? '').length <= 64 << 10);
+    const text = c.decrypt(d).last_error ?? '';
+    assert.ok(text.startsWith(`${m}xxx`) && text.endsWith('...'), text.slice(0, 40));
+  });
+
   test('a tampered payload fails for good', async () => {
     const q = queueName('enc-tamper');
     const v: Encrypted = ring.seal('payload', { ssn: marker() });
