@@ -255,6 +255,9 @@ func TestSequence(t *testing.T) {
 		job.Spec{Queue: q, Type: "t", Sequence: seq("a", "")})
 	b := e.submit(t, job.Spec{Queue: q, Type: "t", Sequence: seq("b", job.SequenceCancel), MaxAttempts: ptr(1)})[0]
 	b2 := e.submit(t, job.Spec{Queue: q, Type: "t", Sequence: seq("b", job.SequenceCancel)})[0]
+	if a[0].State != job.Queued || a[1].State != job.Waiting || b2.State != job.Waiting {
+		t.Fatalf("the submit answered states %s, %s, %s; want queued, waiting, waiting", a[0].State, a[1].State, b2.State)
+	}
 	if got := e.get(t, a[1].ID); got.State != job.Waiting || got.HeldBack == nil || !strings.Contains(got.HeldBack.Message, a[0].ID) {
 		t.Fatalf("second job of key a: %s, held back %+v; want waiting for %s", got.State, got.HeldBack, a[0].ID)
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sundialhq/sundial/pkg/job"
 )
 
@@ -277,7 +278,38 @@ func (c *Client) submitQueueGuarded(ctx context.Context, queue string, jobs []*j
 		}
 		out[n] = Submitted{Job: prev, Duplicate: true}
 	}
+	if err := c.sequencedStates(ctx, k, out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// sequencedStates reads back the state of each new job of a sequence: the
+// script decided whether it waits for the one ahead (a job built to be
+// queued may be waiting). One round trip, for calls with such jobs only.
+func (c *Client) sequencedStates(ctx context.Context, k *queueKeys, out []Submitted) error {
+	var pipe redis.Pipeliner
+	cmds := map[int]*redis.StringCmd{}
+	for i, s := range out {
+		if s.Job.Sequence != nil && !s.Duplicate && !s.Debounced && s.Job.State != job.Waiting {
+			if pipe == nil {
+				pipe = c.rdb.Pipeline()
+			}
+			cmds[i] = pipe.HGet(ctx, k.job(s.Job.ID), "state")
+		}
+	}
+	if pipe == nil {
+		return nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return fmt.Errorf("submit: %w", err)
+	}
+	for i, cmd := range cmds {
+		if st := job.State(cmd.Val()); st != "" {
+			out[i].Job.State = st
+		}
+	}
+	return nil
 }
 
 // submitCommand builds the submit script's call (submit.lua) of
