@@ -258,6 +258,9 @@ func TestSequence(t *testing.T) {
 	if a[0].State != job.Queued || a[1].State != job.Waiting || b2.State != job.Waiting {
 		t.Fatalf("the submit answered states %s, %s, %s; want queued, waiting, waiting", a[0].State, a[1].State, b2.State)
 	}
+	if got := e.get(t, a[2].ID); len(got.DependsOn) != 1 || got.DependsOn[0] != a[1].ID {
+		t.Fatalf("third job of key a depends on %v, want the one ahead, %s", got.DependsOn, a[1].ID)
+	}
 	if got := e.get(t, a[1].ID); got.State != job.Waiting || got.HeldBack == nil || !strings.Contains(got.HeldBack.Message, a[0].ID) {
 		t.Fatalf("second job of key a: %s, held back %+v; want waiting for %s", got.State, got.HeldBack, a[0].ID)
 	}

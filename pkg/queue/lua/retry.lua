@@ -13,7 +13,7 @@
 -- in lib.lua).
 -- A retry by hand is a new decision to run the job: its start_by and
 -- deadline, which may be what ended it, no longer apply (they are
--- removed), and a job of a sequence runs without waiting for its key.
+-- removed).
 -- Returns {'ok', requeued} — ids that do not qualify are skipped —
 -- or, when n = 1, {'conflict', state[, why]} / {'not_found'} for that one id.
 local dead_only = ARGV[6] == 'dead'

@@ -176,7 +176,10 @@ if checks then
         if state and not FINAL_STATES[state] then
           local have = false
           for _, p in ipairs(j.pending) do if p == tail then have = true end end
-          if not have then j.pending[#j.pending + 1] = tail end
+          if not have then
+            j.pending[#j.pending + 1] = tail
+            j.seq_wait = tail -- written into depends_on (phase 2)
+          end
           j.seq_behind = tail
         elseif state then
           j.seq_behind = tail -- ended: no longer its key's last job
@@ -247,6 +250,9 @@ for i = 1, n do
         deps_s = string.sub(deps_s, 2)
         opt[#opt + 1] = 'on_dependency_failure'; opt[#opt + 1] = 'run'
       end
+      -- The job ahead in a sequence is a dependency like the others: the
+      -- job's graph, a retry by hand and the history see it.
+      if j and j.seq_wait then deps_s = deps_s == '' and j.seq_wait or deps_s .. ',' .. j.seq_wait end
       if deps_s ~= '' then opt[#opt + 1] = 'depends_on'; opt[#opt + 1] = deps_s end
       if group ~= '' then opt[#opt + 1] = 'group'; opt[#opt + 1] = group end
       if trace ~= '' then opt[#opt + 1] = 'traceparent'; opt[#opt + 1] = trace end
