@@ -208,7 +208,9 @@ func exerciseEveryScript(t *testing.T, ctx context.Context, q *queue.Client, clk
 	// Job options (submit_options in lib.lua): a burst of one debounce
 	// key made one job, a sequence, tags, an expiry; then the lines a
 	// running attempt logs (log.lua) and the expiry's sweep.
-	deb := func() *job.Job { return build(job.Spec{Debounce: &job.Debounce{Key: "d", WindowSeconds: 1}, Tags: []string{"t:1"}}) }
+	deb := func() *job.Job {
+		return build(job.Spec{Debounce: &job.Debounce{Key: "d", WindowSeconds: 1}, Tags: []string{"t:1"}})
+	}
 	first, second := deb(), deb()
 	seq1 := build(job.Spec{Sequence: &job.Sequence{Key: "s"}, ExpiresInSeconds: ptr(60.0)})
 	seq2 := build(job.Spec{Sequence: &job.Sequence{Key: "s"}, DeadlineInSeconds: ptr(600.0)})
