@@ -135,9 +135,8 @@ func (s *Server) recordStep(c *gin.Context) {
 	}
 	ctx := c.Request.Context()
 	id := c.Param("id")
-	q, err := s.q.QueueOf(ctx, id)
-	if err != nil {
-		fail(c, err)
+	q, ok := s.jobQueueOf(c, id)
+	if !ok {
 		return
 	}
 	now := s.now()
@@ -233,11 +232,9 @@ func (s *Server) signalJob(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	ctx := c.Request.Context()
 	id := c.Param("id")
-	q, err := s.q.QueueOf(ctx, id)
-	if err != nil {
-		fail(c, err)
+	q, ok := s.jobQueueOf(c, id)
+	if !ok {
 		return
 	}
 	s.sendSignal(c, queue.Signal{Queue: q, ID: id, Name: name, Value: req.Value, IdempotencyKey: req.IdempotencyKey})

@@ -66,14 +66,12 @@ func (s *Server) appendLogs(c *gin.Context) {
 	if !s.bind(c, &req) {
 		return
 	}
-	ctx := c.Request.Context()
 	id := c.Param("id")
-	q, err := s.q.QueueOf(ctx, id)
-	if err != nil {
-		fail(c, err)
+	q, ok := s.jobQueueOf(c, id)
+	if !ok {
 		return
 	}
-	first, err := s.q.AppendLogs(ctx, q, queue.Lease{Job: &job.Job{ID: id}, Token: req.Token}, req.Lines)
+	first, err := s.q.AppendLogs(c.Request.Context(), q, queue.Lease{Job: &job.Job{ID: id}, Token: req.Token}, req.Lines)
 	if err == queue.ErrLeaseLost {
 		err = errLeaseLost
 	}

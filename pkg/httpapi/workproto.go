@@ -385,9 +385,8 @@ func (s *Server) heartbeat(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	q, err := s.q.QueueOf(ctx, c.Param("id"))
-	if err != nil {
-		fail(c, err)
+	q, ok := s.jobQueueOf(c, c.Param("id"))
+	if !ok {
 		return
 	}
 	if req.WorkerID != "" {
@@ -395,6 +394,7 @@ func (s *Server) heartbeat(c *gin.Context) {
 	}
 	lease := queue.Lease{Job: &job.Job{ID: c.Param("id")}, Token: req.Token}
 	var held bool
+	var err error
 	if req.Progress != nil {
 		held, _, err = s.q.Progress(ctx, q, lease, queue.ProgressReport{Percent: *req.Progress, Message: req.Message})
 	} else {
@@ -477,14 +477,12 @@ func (s *Server) releaseJob(c *gin.Context) {
 	if !s.bind(c, &req) {
 		return
 	}
-	ctx := c.Request.Context()
 	id := c.Param("id")
-	q, err := s.q.QueueOf(ctx, id)
-	if err != nil {
-		fail(c, err)
+	q, ok := s.jobQueueOf(c, id)
+	if !ok {
 		return
 	}
-	n, err := s.q.Release(ctx, q, []queue.Lease{{Job: &job.Job{ID: id}, Token: req.Token}})
+	n, err := s.q.Release(c.Request.Context(), q, []queue.Lease{{Job: &job.Job{ID: id}, Token: req.Token}})
 	if err != nil {
 		fail(c, err)
 		return
@@ -496,15 +494,25 @@ func (s *Server) releaseJob(c *gin.Context) {
 	c.JSON(http.StatusOK, releaseResult{State: string(job.Queued)})
 }
 
-// report writes one outcome with the same script as the Go worker.
-func (s *Server) report(c *gin.Context, o queue.Outcome) {
-	ctx := c.Request.Context()
-	q, err := s.q.QueueOf(ctx, o.ID)
+// jobQueueOf returns the queue that holds job id, or answers the request
+// (404 for no such job, 503) and returns false: the start of every route
+// that acts on one job by its id.
+func (s *Server) jobQueueOf(c *gin.Context, id string) (string, bool) {
+	q, err := s.q.QueueOf(c.Request.Context(), id)
 	if err != nil {
 		fail(c, err)
+		return "", false
+	}
+	return q, true
+}
+
+// report writes one outcome with the same script as the Go worker.
+func (s *Server) report(c *gin.Context, o queue.Outcome) {
+	q, ok := s.jobQueueOf(c, o.ID)
+	if !ok {
 		return
 	}
-	st, err := s.q.Complete(ctx, q, []queue.Outcome{o})
+	st, err := s.q.Complete(c.Request.Context(), q, []queue.Outcome{o})
 	if err != nil {
 		fail(c, err)
 		return
