@@ -85,7 +85,9 @@ func (c *Client) AppendLogs(ctx context.Context, queue string, l Lease, lines []
 	if cap <= 0 {
 		cap = DefaultLogCap
 	}
-	cmd := append(c.command(s, c.keysFor(queue), c.opts.Now(), 3+len(lines)), l.Job.ID, l.Token, cap)
+	// The tag names the call, so that the same call sent again after a
+	// lost reply keeps nothing twice (lua/log.lua).
+	cmd := append(c.command(s, c.keysFor(queue), c.opts.Now(), 4+len(lines)), l.Job.ID, l.Token, cap, tokenTags(1))
 	for i := range lines {
 		if err := lines[i].Check(); err != nil {
 			return 0, fmt.Errorf("log line %d: %w", i, err)

@@ -368,3 +368,29 @@ func TestLostReplySignal(t *testing.T) {
 	}
 	dropped()
 }
+
+// Log lines whose reply was lost are sent again and kept once.
+func TestLostReplyLogs(t *testing.T) {
+	e := newLostReplyEnv(t)
+	jobs := e.submit(t, job.Spec{Queue: "lr", Type: "t"})
+	l, err := e.q.Claim(e.ctx, "lr", 1, "w1")
+	if err != nil || len(l) != 1 {
+		t.Fatalf("claim: %v %v", l, err)
+	}
+	dropped := e.drop(t, "log")
+	first, err := e.q.AppendLogs(e.ctx, "lr", l[0], []queue.LogEntry{{Level: "info", Message: "a"}, {Level: "info", Message: "b"}})
+	dropped()
+	if err != nil || first != 1 {
+		t.Fatalf("log lines sent again after a lost reply: first %d, %v; want 1", first, err)
+	}
+	lines, _, err := e.q.Logs(e.ctx, "lr", jobs[0].ID, 0, 100)
+	if err != nil || len(lines) != 2 {
+		t.Fatalf("%d lines kept (%v), want 2", len(lines), err)
+	}
+	if n := e.countEvents(t, "lr", jobs[0].ID, job.EventLog); n != 1 {
+		t.Fatalf("%d log events, want 1", n)
+	}
+	if first, err := e.q.AppendLogs(e.ctx, "lr", l[0], []queue.LogEntry{{Level: "info", Message: "c"}}); err != nil || first != 3 {
+		t.Fatalf("the next call: first %d, %v; want 3", first, err)
+	}
+}

@@ -200,11 +200,12 @@ end
 -- consider claims (or drops, or parks) one id taken off a list; active
 -- tells that it has a K_ACTIVE record (running, claimed in format 2).
 local function consider(id, f, active)
+  -- Its start_by or deadline passed before the poller saw it.
+  local why = (f[12] or f[13]) and expired_why(f[12], f[13], f[3])
   if f[9] ~= 'queued' or active then
     drop(id)
-  elseif (f[12] or f[13]) and expired_why(f[12], f[13], f[3]) then
-    -- Its start_by or deadline passed before the poller saw it.
-    bury_expired(id, f[1], f[3], expired_why(f[12], f[13], f[3]))
+  elseif why then
+    bury_expired(id, f[1], f[3], why)
   elseif types and not types[f[1]] then
     park(id, f[6], NOHANDLER .. '|' .. f[1], nil)
     parked = parked + 1
