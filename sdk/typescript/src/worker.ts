@@ -599,11 +599,13 @@ export class Worker {
       }
       await this.report(att, kind, { ...body, token: ctx.token, worker_id: this.workerId });
     } finally {
-      await att.logs.close(false);
+      // The slot frees as soon as the outcome is in: a parked or finished
+      // job holds none, whatever its lines still being sent.
       att.done = true;
       att.stopBeating();
       if (this.attempts.get(ctx.id) === att) this.attempts.delete(ctx.id);
       this.wakeClaimer();
+      await att.logs.close(false);
     }
   }
 

@@ -49,7 +49,10 @@ describe('durable jobs against the API', { skip: noApi }, () => {
     const done = await running(w, async () => {
       const parked = await awaiting(job.id, 'shipped');
       assert.deepEqual(steps(parked).slice(0, 1), [[1, 'charge', 'ok']]);
-      assert.deepEqual(w.running, []); // parked: no slot holds it
+      // Parked: no slot holds it (the worker frees it once the park's answer
+      // reached it, which may come after the API's answer to our read).
+      await eventually('the parked job to leave the worker', () => w.running.length === 0, 5000);
+      assert.deepEqual(w.running, []);
       sent = Date.now();
       assert.deepEqual(await c.signal(job.id, 'shipped', { carrier: 'ups' }, 'ship-1'), { status: 'delivered', job_id: job.id });
       return c.wait(job.id, { timeoutMs: 30_000 });
